@@ -1,0 +1,1 @@
+"""hitrate.evals: task suites, the eval runner, grading, reports and provider what-if replay."""

@@ -1,0 +1,1 @@
+"""hitrate.harness: agent loop, sessions, router, provider adapters and the command line."""

@@ -1,0 +1,1 @@
+"""hitrate.store: SQLite ledger, normalized usage, prices and cost."""

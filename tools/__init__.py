@@ -1,0 +1,1 @@
+"""hitrate.tools: the agent's tools (files, edits, search, shell) and the workspace sandbox policy."""

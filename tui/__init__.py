@@ -1,0 +1,1 @@
+"""hitrate.tui: the interactive Textual app."""
