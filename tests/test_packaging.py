@@ -21,6 +21,9 @@ def _package_folders() -> set[str]:
         for init in base.rglob("__init__.py"):
             if "__pycache__" in init.parts:
                 continue
+            # Eval task workspaces are data (shipped as package data), not hitrate packages.
+            if init.relative_to(ROOT).parts[:2] == ("evals", "suites"):
+                continue
             rel = init.parent.relative_to(ROOT)
             found.add("hitrate." + ".".join(rel.parts))
     return found
@@ -46,7 +49,7 @@ def test_wheel_contains_every_package_folder(tmp_path: Path) -> None:
     # Data files the components need at run time travel with the wheel too.
     for pattern in ("*.json", "*.j2", "*.tcss"):
         for path in ROOT.glob(f"*/**/{pattern}"):
-            if path.parts[len(ROOT.parts)] not in COMPONENTS:
+            if path.parts[len(ROOT.parts)] not in COMPONENTS or "__pycache__" in path.parts:
                 continue
             rel = "hitrate/" + str(path.relative_to(ROOT))
             assert rel in names, f"{rel} is not in the wheel"

@@ -1,0 +1,79 @@
+"""The engine's public contract: what the server (and in-process callers) use from the runner.
+
+The runner (`hitrate.engine.runner`) implements `Engine`; the HTTP server, chat rendering and the
+harness's local backend only depend on these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Protocol
+
+
+class EngineError(Exception):
+    """A request the engine refuses, with a message fit to show a user (maps to HTTP 4xx)."""
+
+
+class ContextLengthError(EngineError):
+    """The prompt plus max_tokens does not fit the model's context window."""
+
+
+class UnsupportedArchitectureError(EngineError):
+    """The model's state cannot be cut at an arbitrary prefix, so prefix caching would be wrong."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass
+class GenerationChunk:
+    """One streamed step. `text` is the decoded delta (may be empty while a multi-byte char is pending)."""
+
+    token_ids: list[int]
+    text: str
+
+
+@dataclass
+class GenerationResult:
+    token_ids: list[int]
+    text: str
+    finish_reason: Literal["stop", "length"]
+    prompt_tokens: int
+    cached_tokens: int  # prompt tokens served from the prefix cache (not recomputed)
+    completion_tokens: int
+    ttft_s: float
+    total_s: float
+
+
+@dataclass
+class GenerationRequest:
+    prompt_ids: list[int]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    salt: str = ""  # tenant; enters the root of the prefix cache, never shared across salts
+    pin_tokens: int = 0  # protect the first N prompt tokens from eviction ...
+    pin_ttl_s: float = 0.0  # ... for this many seconds (Anthropic cache_control marks)
+
+
+class Engine(Protocol):
+    model_name: str
+    max_context: int
+
+    @property
+    def tokenizer(self):  # a transformers PreTrainedTokenizerBase
+        ...
+
+    def generate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    def stream(self, request: GenerationRequest) -> Iterator[GenerationChunk | GenerationResult]:
+        """Yields chunks as tokens are produced, then the final GenerationResult last."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """hit rate, prefill tokens computed / saved, pool pages used / total, ..."""
+        ...
