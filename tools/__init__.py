@@ -1,1 +1,36 @@
-"""hitrate.tools: the agent's tools (files, edits, search, shell) and the workspace sandbox policy."""
+"""hitrate.tools: the agent's tools (files, edits, search, shell) and the workspace sandbox policy.
+
+A leaf component: it imports no other hitrate package. The harness gets plain-dict schemas from
+`ToolRegistry.schemas()` and runs calls through `ToolRegistry.execute()`.
+"""
+
+from hitrate.tools.base import (
+    ApprovalHook,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolError,
+    ToolLimits,
+    ToolResult,
+    canonical_json,
+    input_schema,
+)
+from hitrate.tools.registry import ToolRegistry, default_tools
+from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, SandboxError
+
+__all__ = [
+    "ApprovalHook",
+    "IGNORED_DIR_NAMES",
+    "Sandbox",
+    "SandboxError",
+    "Tool",
+    "ToolArgs",
+    "ToolContext",
+    "ToolError",
+    "ToolLimits",
+    "ToolRegistry",
+    "ToolResult",
+    "canonical_json",
+    "default_tools",
+    "input_schema",
+]

@@ -1,0 +1,177 @@
+"""Model specs: one syntax for choosing a backend and a model.
+
+    anthropic/<model>                 Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)
+    openai/<model>                    OpenAI Chat Completions (OPENAI_API_KEY, OPENAI_BASE_URL)
+    deepseek/<model>                  DeepSeek over its OpenAI-compatible API (DEEPSEEK_API_KEY)
+    gemini/<model>                    Gemini's OpenAI-compatible endpoint (GEMINI_API_KEY)
+    openai-compat/<model>@<base_url>  any OpenAI-compatible server: vLLM, SGLang, llama.cpp, hitrate serve
+    local/<hub id or path>            the bundled engine, in process
+
+Provider quirks are chosen from the wire protocol and the base URL's host, never from a substring
+of the model name: a model called "deepseek-coder" served by vLLM must not get DeepSeek's usage
+fields, and a DeepSeek model behind a gateway must.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict
+
+WireApi = Literal["anthropic_messages", "openai_chat", "local_engine"]
+UsageDialect = Literal["anthropic", "openai", "deepseek", "gemini_openai", "openai_compat"]
+
+
+class ModelSpecError(ValueError):
+    """A model spec that cannot be used; the message says what to change."""
+
+
+class Quirks(BaseModel):
+    """How one backend deviates from its wire API's reference behaviour."""
+
+    model_config = ConfigDict(frozen=True)
+
+    usage_dialect: UsageDialect
+    """Which usage fields the backend reports and how they nest (see store.normalize)."""
+    send_prompt_cache_key: bool = False
+    """Only OpenAI's own API routes on `prompt_cache_key`; other servers may reject unknown fields."""
+    stream_usage: bool = True
+    """Whether `stream_options.include_usage` is understood (usage arrives in the last chunk)."""
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """OpenAI's own API rejects `max_tokens` on reasoning models and wants `max_completion_tokens`;
+    self-hosted servers and DeepSeek only reliably know `max_tokens`."""
+
+
+class ModelSpec(BaseModel):
+    """A parsed, resolved model choice."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    """The prefix the user wrote: anthropic, openai, deepseek, gemini, openai-compat, local."""
+    model: str
+    """The model name sent on the wire (or the hub id / path for local)."""
+    wire: WireApi
+    base_url: str | None
+    api_key_env: str | None
+    """Environment variable holding the key; None when the backend needs none."""
+    quirks: Quirks
+
+    @property
+    def label(self) -> str:
+        if self.provider == "openai-compat":
+            return f"openai-compat/{self.model}@{self.base_url}"
+        return f"{self.provider}/{self.model}"
+
+    def api_key(self, env: dict[str, str] | None = None) -> str | None:
+        env = os.environ if env is None else env
+        if self.api_key_env is None:
+            return None
+        key = env.get(self.api_key_env)
+        if not key:
+            raise ModelSpecError(
+                f"{self.label} needs an API key: set {self.api_key_env} in the environment"
+            )
+        return key
+
+
+_DEFAULT_BASE = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com/v1",
+    "deepseek": "https://api.deepseek.com",
+    "gemini": "https://generativelanguage.googleapis.com/v1beta/openai/",
+}
+
+_KEY_ENV = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+
+PROVIDERS = ("anthropic", "openai", "deepseek", "gemini", "openai-compat", "local")
+
+
+def quirks_for_openai_base_url(base_url: str) -> Quirks:
+    """Pick usage fields and request extras from the server's host."""
+    host = (urlparse(base_url).hostname or "").lower()
+    if host == "api.openai.com":
+        return Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens")
+    if host.endswith("deepseek.com"):
+        # DeepSeek reports prompt_cache_hit_tokens / prompt_cache_miss_tokens, not prompt_tokens_details.
+        return Quirks(usage_dialect="deepseek")
+    if host == "generativelanguage.googleapis.com":
+        return Quirks(usage_dialect="gemini_openai")
+    # vLLM / SGLang / llama.cpp / hitrate serve: cached_tokens only when the server was started with
+    # the reporting flag, so an absent field means unknown.
+    return Quirks(usage_dialect="openai_compat")
+
+
+def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
+    """Parse `provider/model[...]` into a ModelSpec, honouring *_BASE_URL overrides from env."""
+    env = dict(os.environ) if env is None else env
+    spec = spec.strip()
+    if "/" not in spec:
+        raise ModelSpecError(
+            f"model spec {spec!r} has no provider: write provider/model, one of "
+            + ", ".join(f"{p}/..." for p in PROVIDERS)
+        )
+    provider, _, rest = spec.partition("/")
+    provider = provider.lower()
+    if not rest:
+        raise ModelSpecError(f"model spec {spec!r} names no model after '{provider}/'")
+
+    if provider == "anthropic":
+        base = env.get("ANTHROPIC_BASE_URL") or _DEFAULT_BASE["anthropic"]
+        return ModelSpec(
+            provider=provider,
+            model=rest,
+            wire="anthropic_messages",
+            base_url=base,
+            api_key_env=_KEY_ENV["anthropic"],
+            quirks=Quirks(usage_dialect="anthropic"),
+        )
+    if provider in ("openai", "deepseek", "gemini"):
+        override = env.get("OPENAI_BASE_URL") if provider == "openai" else None
+        base = override or _DEFAULT_BASE[provider]
+        return ModelSpec(
+            provider=provider,
+            model=rest,
+            wire="openai_chat",
+            base_url=base,
+            api_key_env=_KEY_ENV[provider],
+            quirks=quirks_for_openai_base_url(base),
+        )
+    if provider == "openai-compat":
+        model, sep, base = rest.rpartition("@")
+        if not sep or not model or not base:
+            raise ModelSpecError(
+                f"{spec!r}: write openai-compat/<model>@<base_url>, e.g. "
+                "openai-compat/qwen2.5-coder@http://127.0.0.1:8000/v1"
+            )
+        parsed = urlparse(base)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ModelSpecError(f"{spec!r}: base URL {base!r} is not an http(s) URL")
+        return ModelSpec(
+            provider=provider,
+            model=model,
+            wire="openai_chat",
+            base_url=base,
+            # Self-hosted servers usually take any key; OPENAI_COMPAT_API_KEY is used when set.
+            api_key_env=None,
+            quirks=quirks_for_openai_base_url(base),
+        )
+    if provider == "local":
+        return ModelSpec(
+            provider=provider,
+            model=rest,
+            wire="local_engine",
+            base_url=None,
+            api_key_env=None,
+            quirks=Quirks(usage_dialect="openai_compat"),
+        )
+    raise ModelSpecError(
+        f"unknown provider {provider!r} in {spec!r}; known providers: {', '.join(PROVIDERS)}"
+    )

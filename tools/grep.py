@@ -1,0 +1,293 @@
+"""grep: regex search over workspace files, with ripgrep when it is installed.
+
+Both engines walk the same files (no .gitignore, hidden files included, ignored folders and
+symlinks skipped, binary and oversized files skipped) in the same order (`--sort path`), and
+print the same `path:line:text` lines, so a result never depends on which engine ran.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Literal
+
+from pydantic import Field
+
+from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult
+from hitrate.tools.files import cut_line
+from hitrate.tools.listing import PathFilter, walk_files
+from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, describe_binary, looks_binary, sniff
+
+# Past this many matching lines the search stops: the model only sees the first page anyway.
+HARD_MATCH_LIMIT = 20_000
+RIPGREP_TIMEOUT_S = 60.0
+GREP_LINE_CHARS = 300
+
+
+def find_ripgrep() -> str | None:
+    """The `rg` on PATH, else one installed beside this Python (a virtualenv's bin folder)."""
+    found = shutil.which("rg")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "rg"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+class GrepArgs(ToolArgs):
+    pattern: str = Field(description="Regular expression to look for, matched against each line.")
+    path: str = Field(default=".", description="File or folder to search, relative to the workspace root.")
+    glob: str | None = Field(
+        default=None,
+        description=(
+            "Only search files matching this glob; without '/' it matches file names at any depth "
+            "(e.g. '*.py'); a leading '!' excludes instead."
+        ),
+    )
+    ignore_case: bool = Field(default=False, description="Match letters regardless of case.")
+    fixed_strings: bool = Field(default=False, description="Treat pattern as literal text, not a regex.")
+
+
+@dataclass(frozen=True)
+class Match:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass
+class Search:
+    matches: list[Match]
+    total: int
+    files: int
+    complete: bool  # False when HARD_MATCH_LIMIT stopped the search
+
+
+def _strip_eol(text: str) -> str:
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text.endswith("\r"):
+        text = text[:-1]
+    return text
+
+
+class _Collector:
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.matches: list[Match] = []
+        self.total = 0
+        self.paths: set[str] = set()
+
+    def add(self, path: str, line: int, text: str) -> bool:
+        """Record one matching line; False once the hard limit is reached."""
+        self.total += 1
+        self.paths.add(path)
+        if len(self.matches) < self.cap:
+            self.matches.append(Match(path, line, cut_line(_strip_eol(text), GREP_LINE_CHARS)))
+        return self.total < HARD_MATCH_LIMIT
+
+    def result(self, complete: bool) -> Search:
+        return Search(self.matches, self.total, len(self.paths), complete)
+
+
+def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[tuple[Path, str]]:
+    """(file, path relative to the search root) pairs the python engine reads."""
+    if target.is_file():
+        yield target, target.name
+        return
+    path_filter = PathFilter(args.glob) if args.glob else None
+    for file in walk_files(target):
+        rel = file.relative_to(target).as_posix()
+        if path_filter is not None and not path_filter.accepts(rel):
+            continue
+        try:
+            if file.stat().st_size > max_bytes:
+                continue
+        except OSError:
+            continue
+        yield file, rel
+
+
+def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_bytes: int) -> Search:
+    flags = re.IGNORECASE if args.ignore_case else 0
+    source = re.escape(args.pattern) if args.fixed_strings else args.pattern
+    try:
+        regex = re.compile(source, flags)
+    except re.error as exc:
+        raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from exc
+    collector = _Collector(cap)
+    for file, _rel in _python_files(target, args, max_bytes):
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if b"\x00" in data:  # ripgrep's binary test: such files are skipped
+            continue
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        shown = sandbox.display(file)
+        for number, line in enumerate(lines, start=1):
+            if regex.search(_strip_eol(line)) and not collector.add(shown, number, line):
+                return collector.result(complete=False)
+    return collector.result(complete=True)
+
+
+def _ripgrep_command(rg: str, target: Path, args: GrepArgs, max_bytes: int, pcre2: bool) -> list[str]:
+    # --no-config: a user's RIPGREP_CONFIG_PATH must not change results; --no-ignore and --hidden
+    # plus our own folder excludes make ripgrep walk exactly what the python engine walks.
+    cmd = [rg, "--json", "--no-config", "--no-ignore", "--hidden", "--no-messages", "--sort", "path"]
+    cmd += ["--max-filesize", str(max_bytes)]
+    if args.ignore_case:
+        cmd.append("--ignore-case")
+    if args.fixed_strings:
+        cmd.append("--fixed-strings")
+    if pcre2:
+        cmd.append("--pcre2")
+    if target.is_dir():
+        if args.glob:
+            cmd += ["--glob", args.glob]
+        # Later globs take precedence, so these excludes win over a user's include pattern.
+        for name in sorted(IGNORED_DIR_NAMES):
+            cmd += ["--glob", f"!{name}/"]
+    cmd += ["--regexp", args.pattern]
+    if target.is_file():
+        cmd += ["--", target.name]
+    return cmd
+
+
+def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_bytes: int) -> Search:
+    cwd = target if target.is_dir() else target.parent
+    pcre2 = False
+    while True:
+        collector = _Collector(cap)
+        proc = subprocess.Popen(
+            _ripgrep_command(rg, target, args, max_bytes, pcre2),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        complete = True
+        read_all = False
+        try:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                event = json.loads(raw)
+                if event.get("type") != "match":
+                    continue
+                data = event["data"]
+                rel = _rg_text(data["path"])
+                lines = data["lines"]
+                text = _rg_text(lines)
+                shown = sandbox.display(Path(os.path.normpath(cwd / rel)))
+                if not collector.add(shown, int(data["line_number"]), text):
+                    complete = False
+                    break
+            read_all = complete
+        finally:
+            if not read_all and proc.poll() is None:
+                proc.kill()
+            try:
+                _, stderr = proc.communicate(timeout=RIPGREP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise ToolError(f"search timed out after {RIPGREP_TIMEOUT_S:.0f} s; narrow the path or glob")
+        if complete and proc.returncode == 2 and collector.total == 0:
+            message = stderr.decode("utf-8", errors="replace").strip()
+            # Rust's regex engine has no look-around or backreferences; PCRE2 (like Python's re) does.
+            if not pcre2 and ("look-around" in message or "backreferences" in message):
+                pcre2 = True
+                continue
+            raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
+        return collector.result(complete)
+
+
+def _rg_text(field: dict[str, str]) -> str:
+    """ripgrep's JSON gives UTF-8 as 'text' and anything else base64-encoded as 'bytes'."""
+    if "text" in field:
+        return field["text"]
+    return base64.b64decode(field["bytes"]).decode("utf-8", errors="replace")
+
+
+class GrepTool(Tool[GrepArgs]):
+    name = "grep"
+    description = (
+        "Search file contents for a regular expression. Prints one 'path:line:text' line per matching "
+        "line, sorted by path then line. Searches every file under `path` except binary files and "
+        "version-control or dependency folders (.git, node_modules, ...)."
+    )
+    args_model = GrepArgs
+
+    def __init__(self, ripgrep: str | None | Literal["auto"] = "auto") -> None:
+        """`ripgrep`: path of the rg binary, None for the pure-Python engine, "auto" to look it up."""
+        self._ripgrep = find_ripgrep() if ripgrep == "auto" else ripgrep
+
+    @property
+    def engine(self) -> str:
+        return "ripgrep" if self._ripgrep else "python"
+
+    def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
+        if not args.pattern:
+            raise ToolError("pattern is empty")
+        sandbox = ctx.sandbox
+        target = sandbox.resolve(args.path)
+        shown = sandbox.display(target)
+        if not target.exists():
+            raise ToolError(f"path not found: {shown}")
+        if target.is_file():
+            sample = sniff(target)
+            if looks_binary(sample):
+                return ToolResult(
+                    content=describe_binary(shown, target, sample) + "; not searched",
+                    metadata={"engine": self.engine, "matches": 0, "files": 0, "truncated": False},
+                )
+            if args.glob and not PathFilter(args.glob).accepts(target.name):
+                return self._empty(args, shown)
+            if target.stat().st_size > ctx.limits.grep_max_file_bytes:
+                raise ToolError(
+                    f"{shown} is larger than grep's {ctx.limits.grep_max_file_bytes:,}-byte file cap; "
+                    "use read_file with a line range"
+                )
+        elif not target.is_dir():
+            raise ToolError(f"{shown} is not a regular file or folder")
+        cap = ctx.limits.grep_max_matches
+        max_bytes = ctx.limits.grep_max_file_bytes
+        engine = self.engine
+        found = None
+        if self._ripgrep:
+            try:
+                found = search_ripgrep(self._ripgrep, sandbox, target, args, cap, max_bytes)
+            except OSError:
+                engine = "python"  # rg vanished or cannot run here: the python engine gives the same answer
+        if found is None:
+            found = search_python(sandbox, target, args, cap, max_bytes)
+        if found.total == 0:
+            return self._empty(args, shown)
+        body = "\n".join(f"{m.path}:{m.line}:{m.text}" for m in found.matches)
+        truncated = found.total > len(found.matches)
+        if truncated:
+            total = f"{found.total}" if found.complete else f"at least {found.total}"
+            body += f"\n[showing {len(found.matches)} of {total} matching lines; narrow the pattern, path or glob]"
+        return ToolResult(
+            content=body,
+            metadata={
+                "engine": engine,
+                "matches": found.total,
+                "files": found.files,
+                "truncated": truncated,
+            },
+        )
+
+    def _empty(self, args: GrepArgs, shown: str) -> ToolResult:
+        return ToolResult(
+            content=f"no matches for {args.pattern!r} in {shown}",
+            metadata={"engine": self.engine, "matches": 0, "files": 0, "truncated": False},
+        )

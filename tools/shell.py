@@ -1,0 +1,297 @@
+"""shell: run one command in the workspace, bounded in time and output, without the user's secrets.
+
+The command runs in a new session (so a new process group). On timeout the whole group gets
+SIGTERM, then SIGKILL after a grace period: killing only the shell would leave its children running
+and holding the output pipe open, which is how a `sleep 1000 &` hangs naive harnesses. When the
+command finishes normally, whatever it left running in its group is killed too, so no call leaks
+processes into the next one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from pydantic import Field
+
+from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
+
+# Variables never passed to commands the model runs: provider keys, cloud credentials, tokens and
+# the SSH agent socket (which would let a command use the user's keys). Matched case-insensitively.
+SECRET_ENV_PATTERNS: tuple[str, ...] = (
+    "*_API_KEY",
+    "*_APIKEY",
+    "API_KEY",
+    "*_KEY",
+    "*_TOKEN",
+    "TOKEN",
+    "*_SECRET",
+    "*_SECRET_*",
+    "SECRET",
+    "*_SECRETS",
+    "*_PASSWORD",
+    "PASSWORD",
+    "*_PASSWD",
+    "*_CREDENTIALS",
+    "*_CREDENTIAL",
+    "*_AUTH",
+    "AWS_*",
+    "AZURE_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "ANTHROPIC_*",
+    "OPENAI_*",
+    "DEEPSEEK_*",
+    "GEMINI_*",
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+)
+
+# Keep commands from waiting on a pager or a password prompt that nobody will answer.
+NON_INTERACTIVE_ENV: dict[str, str] = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+POLL_S = 0.05
+DRAIN_AFTER_EXIT_S = 1.0
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
+
+
+def scrub_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The environment without secret-looking variables, and the sorted names that were removed."""
+    kept = {name: value for name, value in env.items() if not is_secret_name(name)}
+    removed = sorted(name for name in env if name not in kept)
+    kept.update(NON_INTERACTIVE_ENV)
+    return kept, removed
+
+
+class CappedOutput:
+    """Keeps the first and last halves of a byte stream within a cap, counting what falls between."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.head_cap = max_bytes // 2
+        self.tail_cap = max_bytes - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.cut_bytes = 0
+        self.cut_lines = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        excess = len(self.tail) - self.tail_cap
+        if excess > 0:
+            self.cut_bytes += excess
+            self.cut_lines += self.tail.count(b"\n", 0, excess)
+            del self.tail[:excess]
+
+    def render(self) -> str:
+        if not self.cut_bytes:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        head, tail = bytes(self.head), bytes(self.tail)
+        cut_bytes, cut_lines = self.cut_bytes, self.cut_lines
+        # Cut on line boundaries where one is near, so no half line is shown on either side.
+        newline = head.rfind(b"\n")
+        if newline >= len(head) * 3 // 4:
+            cut_bytes += len(head) - newline - 1
+            head = head[: newline + 1]
+        newline = tail.find(b"\n")
+        if 0 <= newline < len(tail) // 4:
+            cut_bytes += newline + 1
+            cut_lines += 1
+            tail = tail[newline + 1 :]
+        note = (
+            f"[... {cut_bytes:,} bytes ({cut_lines:,} lines) cut from the middle of "
+            f"{self.total:,} bytes of output ...]"
+        )
+        text_head = head.decode("utf-8", errors="replace")
+        sep = "" if text_head.endswith("\n") or not text_head else "\n"
+        return f"{text_head}{sep}{note}\n{tail.decode('utf-8', errors='replace')}"
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    output: str
+    exit_code: int | None  # negative: killed by that signal
+    timed_out: bool
+    output_bytes: int
+    cut_bytes: int
+
+
+def _leader_exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the shell exited, without reaping it: while unreaped its pid cannot be reused, so
+    signalling its process group afterwards cannot hit an unrelated process."""
+    if hasattr(os, "waitid"):
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None and info.si_pid != 0
+    return proc.poll() is not None
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_command(
+    command: str,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+    max_output_bytes: int,
+    kill_grace_s: float = 2.0,
+) -> CommandOutcome:
+    shell = shutil.which("bash") or "/bin/sh"
+    try:
+        proc = subprocess.Popen(
+            [shell, "-c", command],
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"could not start the shell: {exc}") from exc
+    assert proc.stdout is not None
+    pgid = proc.pid  # start_new_session: the shell leads its own group
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    output = CappedOutput(max_output_bytes)
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    kill_at: float | None = None
+    drain_until: float | None = None
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            eof = False
+            while True:
+                now = time.monotonic()
+                if drain_until is None and _leader_exited(proc):
+                    _signal_group(pgid, signal.SIGKILL)  # leftovers of a finished (or killed) command
+                    drain_until = now + DRAIN_AFTER_EXIT_S
+                elif drain_until is None and not timed_out and now >= deadline:
+                    timed_out = True
+                    _signal_group(pgid, signal.SIGTERM)
+                    kill_at = now + kill_grace_s
+                if kill_at is not None and now >= kill_at:
+                    _signal_group(pgid, signal.SIGKILL)
+                    kill_at = None
+                if drain_until is not None and (eof or now >= drain_until):
+                    # Past the drain time a process that left the group still holds the pipe.
+                    break
+                if eof:
+                    # The command closed its output but is still running: wait for it (or the deadline).
+                    time.sleep(POLL_S)
+                    continue
+                for _key, _events in selector.select(timeout=POLL_S):
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        eof = True
+                        selector.unregister(fd)
+                        break
+                    output.feed(chunk)
+    finally:
+        if drain_until is None:
+            # Interrupted (e.g. the harness was cancelled): nothing of this command may live on.
+            _signal_group(pgid, signal.SIGKILL)
+        proc.stdout.close()
+        exit_code = proc.wait()
+    return CommandOutcome(
+        output=output.render(),
+        exit_code=exit_code,
+        timed_out=timed_out,
+        output_bytes=output.total,
+        cut_bytes=output.cut_bytes,
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+class ShellArgs(ToolArgs):
+    command: str = Field(description="Command line run by bash -c with the workspace root as working directory.")
+    timeout_s: int = Field(
+        default=120,
+        ge=1,
+        le=1800,
+        description="Seconds before the command and every process it started are killed.",
+    )
+
+
+class ShellTool(Tool[ShellArgs]):
+    name = "shell"
+    description = (
+        "Run a shell command in the workspace and return its combined stdout and stderr and its exit "
+        "code. Standard input is empty; long output keeps its beginning and end. Processes the command "
+        "leaves in the background are stopped when it finishes. API keys, tokens and other secrets are "
+        "not in its environment."
+    )
+    args_model = ShellArgs
+
+    def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
+        if not args.command.strip():
+            raise ToolError("command is empty")
+        if "\x00" in args.command:
+            raise ToolError("command contains a NUL byte")
+        if not ctx.approved(self.name, args):
+            return refused(self.name)
+        env, removed = scrub_env(os.environ if ctx.env is None else ctx.env)
+        timeout = min(float(args.timeout_s), ctx.limits.shell_max_timeout_s)
+        outcome = run_command(
+            args.command,
+            cwd=str(ctx.sandbox.root),
+            env=env,
+            timeout_s=timeout,
+            max_output_bytes=ctx.limits.output_max_chars,
+            kill_grace_s=ctx.limits.shell_kill_grace_s,
+        )
+        text = outcome.output if outcome.output else "(no output)\n"
+        if not text.endswith("\n"):
+            text += "\n"
+        if outcome.timed_out:
+            text += f"[timed out after {timeout:g} s: the command and every process it started were killed]"
+        elif outcome.exit_code is not None and outcome.exit_code < 0:
+            text += f"[killed by signal {_signal_name(-outcome.exit_code)}]"
+        else:
+            text += f"[exit code {outcome.exit_code}]"
+        return ToolResult(
+            content=text,
+            is_error=outcome.timed_out,
+            metadata={
+                "exit_code": outcome.exit_code,
+                "timed_out": outcome.timed_out,
+                "output_bytes": outcome.output_bytes,
+                "cut_bytes": outcome.cut_bytes,
+                "scrubbed_env": removed,
+            },
+        )
