@@ -1,0 +1,147 @@
+"""`hitrate suite list` and `hitrate suite check`: inspect an eval suite and prove its tasks."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hitrate.evals.junit import TestOutcome
+from hitrate.evals.suite_check import TaskCheck, check_tasks, default_workers
+from hitrate.evals.task import Suite, SuiteFormatError, load_suite, resolve_suite_path
+
+SuiteArg = Annotated[
+    Optional[str],
+    typer.Argument(help="Suite folder, or the name of a bundled suite (default: the bundled 'basic' suite)."),
+]
+
+
+def _console() -> Console:
+    # Piped or captured output has no width of its own; a wide one keeps table rows on one line.
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def _load(suite: str | None, console: Console) -> Suite:
+    try:
+        return load_suite(resolve_suite_path(suite))
+    except (FileNotFoundError, SuiteFormatError) as exc:
+        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(2) from exc
+
+
+def _count(outcomes: dict[str, TestOutcome], ids: list[str]) -> int:
+    return sum(outcomes[i] is TestOutcome.passed for i in ids)
+
+
+def _check_table(suite: Suite, checks: list[TaskCheck]) -> Table:
+    table = Table(title=f"suite check: {suite.name} ({suite.root})", box=box.SIMPLE_HEAD)
+    table.add_column("task", no_wrap=True)
+    table.add_column("level", no_wrap=True)
+    table.add_column("F2P fail on ws", justify="right")
+    table.add_column("P2P pass on ws", justify="right")
+    table.add_column("pass with sol", justify="right")
+    table.add_column("s", justify="right")
+    table.add_column("verdict", no_wrap=True)
+    for check in checks:
+        tests = suite.task(check.task_id).spec.tests
+        f2p, p2p = tests.fail_to_pass, tests.pass_to_pass
+        f2p_failing = len(f2p) - _count(check.on_workspace.outcomes, f2p)
+        solved = _count(check.with_solution.outcomes, f2p + p2p)
+        verdict = "[green]ok[/green]" if check.ok else "[red]BROKEN[/red]"
+        table.add_row(
+            check.task_id,
+            check.difficulty,
+            f"{f2p_failing}/{len(f2p)}",
+            f"{_count(check.on_workspace.outcomes, p2p)}/{len(p2p)}",
+            f"{solved}/{len(f2p) + len(p2p)}",
+            f"{check.duration_s:.1f}",
+            verdict,
+        )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    suite_app = typer.Typer(
+        help="Eval task suites: list their tasks and prove each one is sound.", no_args_is_help=True
+    )
+
+    @suite_app.command("list")
+    def list_tasks(suite: SuiteArg = None) -> None:
+        """List a suite's tasks with difficulty, tags, limits and test counts."""
+        console = _console()
+        loaded = _load(suite, console)
+        table = Table(title=f"suite {loaded.name}: {len(loaded.tasks)} tasks ({loaded.root})", box=box.SIMPLE_HEAD)
+        table.add_column("task", no_wrap=True)
+        table.add_column("level", no_wrap=True)
+        for numeric in ("F2P", "P2P", "steps", "max $", "wall s"):
+            table.add_column(numeric, justify="right", no_wrap=True)
+        table.add_column("tags", overflow="fold")
+        table.add_column("title", overflow="fold")
+        for task in loaded.tasks:
+            spec = task.spec
+            table.add_row(
+                task.id,
+                str(spec.difficulty),
+                str(len(spec.tests.fail_to_pass)),
+                str(len(spec.tests.pass_to_pass)),
+                str(spec.limits.max_steps),
+                f"{spec.limits.max_cost_usd:.2f}",
+                f"{spec.limits.max_wall_s:g}",
+                ", ".join(spec.tags),
+                spec.title,
+            )
+        console.print(table)
+
+    @suite_app.command("check")
+    def check(
+        suite: SuiteArg = None,
+        task: Annotated[
+            Optional[list[str]], typer.Option("--task", help="Check only this task id (repeatable).")
+        ] = None,
+        workers: Annotated[
+            int, typer.Option("--workers", "-w", min=1, help="Tasks checked in parallel.")
+        ] = default_workers(),
+        show_output: Annotated[
+            bool, typer.Option("--show-output", help="Print pytest's output for every broken task.")
+        ] = False,
+    ) -> None:
+        """Prove every task: F2P tests fail on workspace/, every test passes with solution/ applied."""
+        console = _console()
+        loaded = _load(suite, console)
+        try:
+            tasks = loaded.select(task) if task else loaded.tasks
+        except KeyError as exc:
+            console.print(f"[red]error:[/red] {exc.args[0]}", highlight=False)
+            raise typer.Exit(2) from exc
+
+        with Progress(
+            TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=True,
+        ) as progress:  # fmt: skip
+            bar = progress.add_task("check", total=len(tasks))
+            checks = check_tasks(tasks, workers=workers, on_done=lambda _: progress.advance(bar))
+
+        console.print(_check_table(loaded, checks))
+        broken = [c for c in checks if not c.ok]
+        for c in broken:
+            console.print(f"[red]{c.task_id}[/red]", highlight=False)
+            for problem in c.problems:
+                console.print(f"  - {problem}", highlight=False, markup=False, soft_wrap=True)
+            if show_output:
+                for label, result in (("workspace/", c.on_workspace), ("solution/", c.with_solution)):
+                    console.rule(f"{c.task_id}: pytest output on {label}")
+                    console.print(result.output, highlight=False, markup=False, soft_wrap=True)
+        total = sum(c.duration_s for c in checks)
+        console.print(
+            f"{len(checks) - len(broken)}/{len(checks)} tasks sound; {total:.1f} s of test runs, {workers} workers",
+            highlight=False,
+        )
+        if broken:
+            raise typer.Exit(1)
+
+    app.add_typer(suite_app, name="suite")

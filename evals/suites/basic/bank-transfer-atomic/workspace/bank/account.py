@@ -1,0 +1,7 @@
+from dataclasses import dataclass
+
+
+@dataclass
+class Account:
+    id: str
+    balance: int = 0

@@ -1,0 +1,10 @@
+class BankError(Exception):
+    pass
+
+
+class UnknownAccount(BankError):
+    pass
+
+
+class InsufficientFunds(BankError):
+    pass

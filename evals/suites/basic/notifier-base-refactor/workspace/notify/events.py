@@ -1,0 +1,8 @@
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Event:
+    level: str  # "info", "warning" or "error"
+    title: str
+    body: str

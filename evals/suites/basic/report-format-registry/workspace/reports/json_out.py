@@ -1,0 +1,8 @@
+import json
+
+from reports.model import Row, format_cents
+
+
+def to_json(rows: list[Row]) -> str:
+    items = [{"name": r.name, "quantity": r.quantity, "price": format_cents(r.price_cents)} for r in rows]
+    return json.dumps(items, indent=2)

@@ -1,0 +1,5 @@
+"""Small in-memory key-value caches."""
+
+from kvcache.basic import Cache
+
+__all__ = ["Cache"]

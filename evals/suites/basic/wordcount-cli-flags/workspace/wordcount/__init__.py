@@ -1,0 +1,1 @@
+"""Count words in text files."""
