@@ -1,0 +1,93 @@
+"""Ledger write throughput on a real SQLite file, single process.
+
+Prints rows per second (wall clock, and per CPU-second) for three ways of writing calls
+(goal: >= 5,000 rows/s):
+  per-call      `Ledger.record_call`, one transaction (one commit) per row
+  transaction   `record_call` inside one `Ledger.transaction()`
+  batch         `Ledger.record_calls`, one transaction for the whole list
+
+Usage: python benchmarks/bench_ledger.py [--rows N] [--priced]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from hitrate.store.ledger import Ledger
+from hitrate.store.normalize import from_anthropic
+from hitrate.store.prices import PriceTable
+from hitrate.store.records import CallRecord
+
+
+def make_calls(n: int) -> list[CallRecord]:
+    start = datetime.now(timezone.utc)
+    raw = {"input_tokens": 412, "cache_creation_input_tokens": 1800, "cache_read_input_tokens": 48_000, "output_tokens": 350}
+    usage = from_anthropic(raw)
+    hashes = [f"{i:016x}" for i in range(8)]
+    return [
+        CallRecord(
+            run_id="bench-run",
+            session_id=f"s{i // 50}",
+            backend="anthropic",
+            model="claude-opus-5",
+            started_at=start + timedelta(milliseconds=i),
+            ttft_s=0.4,
+            latency_s=3.2,
+            section_hashes=hashes,
+            usage=usage,
+            raw_usage=raw,
+            miss_reason="ttl_expired" if i % 10 == 0 else None,
+        )
+        for i in range(n)
+    ]
+
+
+def timed(label: str, n: int, action) -> float:  # noqa: ANN001
+    """Wall-clock rate, plus the rate per second of this process's CPU time: on a shared, busy
+    machine the second shows what the code costs, the first what the machine allowed."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    action()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    rate = n / wall
+    print(f"{label:<12} {n:>7} rows  {rate:>10,.0f} rows/s wall  {n / max(cpu, 1e-9):>10,.0f} rows/s of CPU time")
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5000, help="rows per method (default 5000)")
+    parser.add_argument("--priced", action="store_true", help="also compute each row's cost from the price table")
+    args = parser.parse_args()
+    table = PriceTable.default() if args.priced else None
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with Ledger(Path(tmp) / "bench.db") as ledger:
+            per_call = make_calls(args.rows)
+            in_txn = make_calls(args.rows)
+            batch = make_calls(args.rows)
+
+            def one_by_one() -> None:
+                for call in per_call:
+                    ledger.record_call(call, price_table=table)
+
+            def one_transaction() -> None:
+                with ledger.transaction():
+                    for call in in_txn:
+                        ledger.record_call(call, price_table=table)
+
+            print(f"ledger write benchmark ({'cost computed per row' if table else 'no cost computed'}), goal >= 5,000 rows/s")
+            rates = {
+                "per-call": timed("per-call", args.rows, one_by_one),
+                "transaction": timed("transaction", args.rows, one_transaction),
+                "batch": timed("batch", args.rows, lambda: ledger.record_calls(batch, price_table=table)),
+            }
+            assert ledger.count_calls() == 3 * args.rows
+    print("per-call meets goal" if rates["per-call"] >= 5000 else "per-call BELOW goal")
+
+
+if __name__ == "__main__":
+    main()

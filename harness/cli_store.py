@@ -1,0 +1,187 @@
+"""`hitrate prices` and `hitrate ledger`: the price table and the ledger's summaries."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hitrate.store.ledger import ENV_DB, GroupBy, GroupSummary, Ledger, default_ledger_path
+from hitrate.store.litellm_import import LiteLLMFormatError, load_litellm_file
+from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
+
+_GROUPS = ("session", "run", "task", "model", "backend")
+_PRICE_COLUMNS = (
+    "model", "input", "output", "write 5m", "write 30m", "write 1h", "write 12h", "read", "tiers / notes", "min cache", "as of", "source",
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("prices")(prices_command)
+    app.command("ledger")(ledger_command)
+
+
+def prices_command(
+    model: str | None = typer.Option(None, "--model", "-m", help="Only models whose name or alias contains this text."),
+    snapshot: Path | None = typer.Option(None, "--snapshot", help="Show this price snapshot JSON instead of the shipped one."),
+    litellm: Path | None = typer.Option(
+        None, "--litellm", help="Show prices imported from a LiteLLM model_prices_and_context_window.json file."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the selected entries as JSON."),
+) -> None:
+    """Show per-model prices (USD per 1M tokens) with tiers, dates and sources.
+
+    Input, output, cache writes per TTL class and cache reads; long-context and peak-hour tiers;
+    the minimum cacheable prompt; the date each price was seen and where."""
+    table = _load_table(snapshot, litellm)
+    wanted = [m for m in table.models if model is None or _matches(m, model)]
+    if not wanted:
+        _fail(f"no model matches {model!r} in price snapshot {table.id}")
+    if as_json:
+        typer.echo(json.dumps([m.model_dump(mode="json") for m in wanted], indent=1))
+        return
+    out = Table(title=f"prices (USD / 1M tokens) - snapshot {table.id}, as of {table.as_of.isoformat()}")
+    for column in _PRICE_COLUMNS:
+        justify = "left" if column in ("model", "tiers / notes", "as of", "source") else "right"
+        out.add_column(column, justify=justify, overflow="fold")
+    for entry in wanted:
+        schedule = entry.current
+        base = schedule.tiers[0]
+        out.add_row(
+            entry.model + ("" if schedule.confirmed else " (unconfirmed)"),
+            _money(base.input),
+            _money(base.output),
+            _money(base.write_5m),
+            _money(base.write_30m),
+            _money(base.write_1h),
+            _money(base.write_12h),
+            _money(base.read),
+            _tier_notes(entry, schedule),
+            "-" if entry.min_cacheable_tokens is None else str(entry.min_cacheable_tokens),
+            schedule.as_of.isoformat(),
+            schedule.source,
+        )
+    Console().print(out)
+
+
+def ledger_command(
+    by: str = typer.Option("session", "--by", help=f"Group calls by {' | '.join(_GROUPS)}."),
+    db: Path | None = typer.Option(None, "--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory)."),
+    run: str | None = typer.Option(None, "--run", help="Only calls of this run id."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
+) -> None:
+    """Summarize recorded calls by session, run, task, model or backend.
+
+    Per group: calls, token buckets, the Σ-based hit ratio Σread / Σ(read + writes + fresh), the
+    share of calls with any cache hit (a different figure), and cost."""
+    if by not in _GROUPS:
+        _fail(f"--by must be one of {', '.join(_GROUPS)}, not {by!r}")
+    path = db if db is not None else default_ledger_path()
+    if not path.exists():
+        _fail(f"no ledger at {path} (nothing has been recorded there yet)")
+    with Ledger(path) as ledger:
+        groups = ledger.summarize(by, run_id=run)  # type: ignore[arg-type]
+    if as_json:
+        typer.echo(json.dumps([g.model_dump(mode="json") for g in groups], indent=1))
+        return
+    if not groups:
+        typer.echo(f"no calls recorded in {path}" + (f" for run {run}" if run else ""))
+        return
+    _print_groups(by, groups, path)  # type: ignore[arg-type]
+
+
+def _print_groups(by: GroupBy, groups: list[GroupSummary], path: Path) -> None:
+    out = Table(title=f"ledger {path} by {by}")
+    columns = [by, "calls", "fresh", "write 5m", "write 30m", "write 1h", "write 12h", "read", "output", "Σ-hit ratio", "calls with hit", "cost $", "unknown"]
+    for column in columns:
+        out.add_column(column, justify="left" if column in (by, "unknown") else "right", overflow="fold")
+    for group in groups:
+        t = group.totals
+        name = group.key or "(none)"
+        if group.label:
+            name += f" {group.label}"
+        if group.outcome:
+            name += f" [{group.outcome}]"
+        cost_text = "-" if t.cost_usd is None else f"{t.cost_usd:.6f}"
+        if t.unpriced_calls and t.cost_usd is not None:
+            cost_text += f" (+{t.unpriced_calls} unpriced)"
+        out.add_row(
+            name,
+            str(t.calls),
+            f"{t.fresh_input:,}",
+            f"{t.cache_write_5m:,}",
+            f"{t.cache_write_30m:,}",
+            f"{t.cache_write_1h:,}",
+            f"{t.cache_write_12h:,}",
+            f"{t.cache_read:,}",
+            f"{t.output:,}",
+            _percent(t.hit_ratio),
+            _percent(t.calls_with_hit_share),
+            cost_text,
+            ", ".join(f"{k}: {v}" for k, v in t.unknown.items()) or "-",
+        )
+    Console().print(out)
+
+
+def _load_table(snapshot: Path | None, litellm: Path | None) -> PriceTable:
+    if snapshot is not None and litellm is not None:
+        _fail("give --snapshot or --litellm, not both")
+    try:
+        if snapshot is not None:
+            return PriceTable.from_file(snapshot)
+        if litellm is not None:
+            return load_litellm_file(litellm, as_of=date.fromtimestamp(litellm.stat().st_mtime))
+    except (OSError, ValueError, LiteLLMFormatError) as exc:
+        _fail(f"cannot read prices: {exc}")
+    return PriceTable.default()
+
+
+def _matches(entry: ModelPrice, text: str) -> bool:
+    needle = text.lower()
+    return any(needle in name.lower() for name in (entry.model, *entry.aliases))
+
+
+def _tier_notes(entry: ModelPrice, schedule: PriceSchedule) -> str:
+    parts = [f"{t.label}: {_rates(t)}" for t in schedule.tiers[1:]]
+    if schedule.peak is not None:
+        windows = ", ".join(f"{s}-{e}" for s, e in schedule.peak.windows_utc)
+        days = " weekdays" if schedule.peak.weekdays_only else ""
+        parts.insert(0, "columns show off-peak rates")
+        parts.append(f"peak {windows} UTC{days}: {_rates(schedule.peak.tiers[0])}")
+    for older in sorted(entry.schedules, key=lambda s: s.effective_from or date.min):
+        if older is not schedule and older.effective_until is not None:
+            parts.append(f"until {older.effective_until.isoformat()}: {_rates(older.tiers[0])}")
+    if schedule.effective_from is not None:
+        parts.append(f"since {schedule.effective_from.isoformat()}")
+    if not entry.writes_billed:
+        parts.append("writes free")
+    if schedule.effective_until is not None:
+        parts.append(f"no price after {schedule.effective_until.isoformat()}")
+    return "; ".join(parts) or "-"
+
+
+def _rates(t: Tier) -> str:
+    text = f"in {_money(t.input)} out {_money(t.output)}"
+    for label, value in (("w5m", t.write_5m), ("w30m", t.write_30m), ("w1h", t.write_1h), ("w12h", t.write_12h), ("read", t.read)):
+        if value is not None:
+            text += f" {label} {_money(value)}"
+    return text
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.6f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)

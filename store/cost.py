@@ -1,0 +1,184 @@
+"""Dollars for one call, and totals over many calls.
+
+Each bucket of a `Usage` is billed at its own rate: fresh input at the input rate, each write
+TTL class at its write rate, reads at the read rate, output (thinking included) at the output
+rate. Reasoning is part of output and is never billed again. A bucket whose count is unknown
+has an unknown cost, and so has the total: a partial sum is not shown as if it were the cost.
+
+Totals over calls follow one rule for the hit ratio: Σread / Σ(read + write + fresh), summed
+over calls, never a mean of per-call ratios. The share of calls with any hit is a different
+figure and is named apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from hitrate.store.prices import PriceError, PriceTable, Tier, UnknownModelError
+from hitrate.store.usage import BUCKETS, Usage
+
+#: Buckets that carry a price (reasoning is inside output).
+BILLED_BUCKETS: tuple[str, ...] = (
+    "fresh_input",
+    "cache_write_5m",
+    "cache_write_30m",
+    "cache_write_1h",
+    "cache_write_12h",
+    "cache_read",
+    "output",
+)
+
+_PER_TOKEN = 1_000_000
+
+
+class CostBreakdown(BaseModel):
+    """USD per bucket for one call. `None` = not computable (unknown tokens or no rate)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    """The name asked for."""
+    priced_as: str | None = None
+    """The price-table entry used (after alias / dated-suffix resolution)."""
+    price_snapshot_id: str | None = None
+    fresh_input: float | None = None
+    cache_write_5m: float | None = None
+    cache_write_30m: float | None = None
+    cache_write_1h: float | None = None
+    cache_write_12h: float | None = None
+    cache_read: float | None = None
+    output: float | None = None
+    total: float | None = None
+    """Sum of the buckets; None if any bucket is None."""
+    tier: str | None = None
+    """"base" or the long-context tier applied (e.g. ">272K")."""
+    peak: bool | None = None
+    """Peak-hour rate applied (time-of-day priced models only)."""
+    rates: Tier | None = None
+    """The rates applied, USD per 1M tokens."""
+    unpriced_reason: str | None = None
+    """Why some or all of the cost is unknown."""
+
+    @property
+    def priced(self) -> bool:
+        return self.total is not None
+
+    def input_equivalent_tokens(self) -> float | None:
+        """The cost expressed in tokens of the model's base input price (how the reference's
+        worked examples are stated: e.g. 225K for ten cached turns vs 1,010K uncached)."""
+        if self.total is None or self.rates is None or self.rates.input == 0:
+            return None
+        return self.total * _PER_TOKEN / self.rates.input
+
+
+def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None) -> CostBreakdown:
+    """Price one call of `model` started at `at` (timezone-aware). An unknown model or a date
+    without prices gives a breakdown with every amount None and `unpriced_reason` set, never a
+    guessed price."""
+    table = table or PriceTable.default()
+    try:
+        selection = table.rates_for(model, at, usage.prompt_tokens)
+    except (UnknownModelError, PriceError) as exc:
+        return CostBreakdown(model=model, price_snapshot_id=table.id, unpriced_reason=str(exc))
+
+    tier = selection.tier
+    amounts: dict[str, float | None] = {}
+    missing: list[str] = []
+    for bucket in BILLED_BUCKETS:
+        tokens = getattr(usage, bucket)
+        rate = tier.rate_for(bucket)
+        if tokens is None:
+            amounts[bucket] = None
+            missing.append(f"{bucket} tokens unknown")
+        elif tokens == 0:
+            amounts[bucket] = 0.0
+        elif rate is None:
+            amounts[bucket] = None
+            missing.append(f"{selection.model} has no {bucket} rate but {tokens} tokens were billed so")
+        else:
+            amounts[bucket] = tokens * rate / _PER_TOKEN
+    known = [v for v in amounts.values() if v is not None]
+    total = sum(known) if len(known) == len(amounts) else None
+    return CostBreakdown(
+        model=model,
+        priced_as=selection.model,
+        price_snapshot_id=table.id,
+        total=total,
+        tier=tier.label,
+        peak=selection.peak,
+        rates=tier,
+        unpriced_reason="; ".join(missing) or None,
+        **amounts,
+    )
+
+
+class UsageTotals(BaseModel):
+    """Sums over a group of calls (a session, task, run, model, ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    fresh_input: int = 0
+    cache_write_5m: int = 0
+    cache_write_30m: int = 0
+    cache_write_1h: int = 0
+    cache_write_12h: int = 0
+    cache_read: int = 0
+    output: int = 0
+    reasoning: int = 0
+    unknown: dict[str, int] = {}
+    """Per bucket, how many calls did not report it (their tokens are not in the sum above)."""
+    hit_ratio: float | None = None
+    """Σread / Σ(read + writes + fresh) over the calls whose prompt split is fully known."""
+    calls_with_hit_share: float | None = None
+    """Share of calls (with a known read count) that read anything from the cache. Not a hit
+    ratio: one hit of 10 tokens counts as much as one of 100,000."""
+    cost_usd: float | None = None
+    """Sum over the priced calls; None when no call is priced."""
+    unpriced_calls: int = 0
+    """Calls whose cost is unknown (not in `cost_usd`)."""
+
+    @property
+    def cache_write_total(self) -> int:
+        return self.cache_write_5m + self.cache_write_30m + self.cache_write_1h + self.cache_write_12h
+
+
+def aggregate(calls: Iterable[tuple[Usage, float | None]]) -> UsageTotals:
+    """Totals over (usage, cost in USD or None) pairs."""
+    sums = dict.fromkeys(BUCKETS, 0)
+    unknown = dict.fromkeys(BUCKETS, 0)
+    n = 0
+    ratio_read = ratio_prompt = 0
+    with_read = with_hit = 0
+    cost_sum = 0.0
+    priced = 0
+    for usage, call_cost in calls:
+        n += 1
+        for bucket in BUCKETS:
+            value = getattr(usage, bucket)
+            if value is None:
+                unknown[bucket] += 1
+            else:
+                sums[bucket] += value
+        prompt = usage.prompt_parts_sum
+        if prompt is not None:
+            ratio_read += usage.cache_read or 0
+            ratio_prompt += prompt
+        if usage.cache_read is not None:
+            with_read += 1
+            with_hit += usage.cache_read > 0
+        if call_cost is not None:
+            cost_sum += call_cost
+            priced += 1
+    return UsageTotals(
+        calls=n,
+        **sums,
+        unknown={k: v for k, v in unknown.items() if v},
+        hit_ratio=ratio_read / ratio_prompt if ratio_prompt else None,
+        calls_with_hit_share=with_hit / with_read if with_read else None,
+        cost_usd=cost_sum if priced else None,
+        unpriced_calls=n - priced,
+    )

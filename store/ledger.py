@@ -1,0 +1,448 @@
+"""The SQLite ledger: one row per model call, plus runs, tasks, sessions and price snapshots.
+
+Several processes (parallel eval workers, a TUI and a headless run) may write one file at once.
+The file is in WAL mode, every write takes the write lock up front (BEGIN IMMEDIATE) and waits
+for it up to `timeout_s`, and rows are plain INSERTs keyed by unique ids, so concurrent writers
+neither lose nor duplicate rows; a repeated id is an error, never a silent overwrite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict
+from sqlite_utils import Database
+
+from hitrate.store.cost import UsageTotals, aggregate, cost
+from hitrate.store.ledger_schema import USAGE_COLUMNS, migrate, user_version
+from hitrate.store.prices import PriceTable
+from hitrate.store.records import CallRecord, RunRecord, SessionRecord, TaskRecord, utc_now
+from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, Usage
+
+ENV_DB = "HITRATE_DB"
+GroupBy = Literal["session", "run", "task", "model", "backend"]
+_GROUP_COLUMN: dict[str, str] = {
+    "session": "session_id",
+    "run": "run_id",
+    "task": "task_id",
+    "model": "model",
+    "backend": "backend",
+}
+
+
+def default_ledger_path() -> Path:
+    """`$HITRATE_DB` if set, else `ledger.db` in the user data directory
+    (e.g. ~/.local/share/hitrate/ledger.db on Linux)."""
+    env = os.environ.get(ENV_DB)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("hitrate", appauthor=False)) / "ledger.db"
+
+
+class GroupSummary(BaseModel):
+    """Totals for one group of calls (one session, run, task, model or backend)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str | None
+    """The group's id or name (None collects calls without one, e.g. no run)."""
+    label: str | None = None
+    """A run's label or a task's name, where there is one."""
+    outcome: str | None = None
+    """A task's outcome (by="task" only)."""
+    totals: UsageTotals
+
+
+class Ledger:
+    """A ledger file. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | Path | None = None, *, timeout_s: float = 60.0) -> None:
+        self.path = Path(path) if path is not None else default_ledger_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: this class opens and closes every transaction itself.
+        conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        self._enable_wal(conn)
+        # NORMAL is durable in WAL mode except for the last commits on power loss; it spares an
+        # fsync per commit, which is what makes thousands of single-row commits a second possible.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        self.db = Database(conn)
+        self._saved_snapshots: set[str] = set()
+        try:
+            migrate(self.db)
+        except BaseException:
+            conn.close()
+            raise
+
+    @staticmethod
+    def _enable_wal(conn: sqlite3.Connection) -> None:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"could not switch the ledger to WAL mode (got {mode!r})")
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return user_version(self.db)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Ledger]:
+        """Group writes into one transaction (much faster for many rows). Re-entrant: writes
+        inside join the outer transaction; all of it is committed or rolled back together."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield self
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self._saved_snapshots.clear()  # a snapshot stored in this transaction is gone too
+            raise
+        conn.execute("COMMIT")
+
+    # ---- runs, tasks, sessions ---------------------------------------------------------------
+
+    def start_run(self, label: str | None = None, config: dict[str, Any] | None = None, *, run_id: str | None = None) -> RunRecord:
+        run = RunRecord(label=label, config=config or {}, **({"id": run_id} if run_id else {}))
+        with self.transaction():
+            self.db["runs"].insert(
+                {
+                    "id": run.id,
+                    "started_at": _iso(run.started_at),
+                    "finished_at": None,
+                    "label": run.label,
+                    "status": run.status,
+                    "config": _dumps(run.config),
+                }
+            )
+        return run
+
+    def finish_run(self, run_id: str, status: str = "finished", finished_at: datetime | None = None) -> RunRecord:
+        self._update("runs", run_id, {"status": status, "finished_at": _iso(finished_at or utc_now())})
+        return self.get_run(run_id)
+
+    def start_task(self, name: str, run_id: str | None = None, *, task_id: str | None = None, detail: dict[str, Any] | None = None) -> TaskRecord:
+        task = TaskRecord(name=name, run_id=run_id, detail=detail or {}, **({"id": task_id} if task_id else {}))
+        with self.transaction():
+            self.db["tasks"].insert(
+                {
+                    "id": task.id,
+                    "run_id": task.run_id,
+                    "name": task.name,
+                    "started_at": _iso(task.started_at),
+                    "finished_at": None,
+                    "outcome": None,
+                    "detail": _dumps(task.detail),
+                }
+            )
+        return task
+
+    def finish_task(self, task_id: str, outcome: str, detail: dict[str, Any] | None = None, finished_at: datetime | None = None) -> TaskRecord:
+        changes: dict[str, Any] = {"outcome": outcome, "finished_at": _iso(finished_at or utc_now())}
+        if detail is not None:
+            changes["detail"] = _dumps(detail)
+        self._update("tasks", task_id, changes)
+        return self.get_task(task_id)
+
+    def start_session(
+        self,
+        run_id: str | None = None,
+        task_id: str | None = None,
+        *,
+        backend: str | None = None,
+        model: str | None = None,
+        label: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionRecord:
+        session = SessionRecord(
+            run_id=run_id, task_id=task_id, backend=backend, model=model, label=label, **({"id": session_id} if session_id else {})
+        )
+        with self.transaction():
+            self.db["sessions"].insert({**session.model_dump(), "started_at": _iso(session.started_at)})
+        return session
+
+    def get_run(self, run_id: str) -> RunRecord:
+        row = self._get("runs", run_id)
+        return RunRecord(**{**row, "config": _loads(row["config"]) or {}})
+
+    def get_task(self, task_id: str) -> TaskRecord:
+        row = self._get("tasks", task_id)
+        return TaskRecord(**{**row, "detail": _loads(row["detail"]) or {}})
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        return SessionRecord(**self._get("sessions", session_id))
+
+    def runs(self) -> list[RunRecord]:
+        return [self.get_run(r["id"]) for r in self.db.query("SELECT id FROM runs ORDER BY started_at, id")]
+
+    def tasks(self, run_id: str | None = None) -> list[TaskRecord]:
+        where, params = _where({"run_id": run_id})
+        return [self.get_task(r["id"]) for r in self.db.query(f"SELECT id FROM tasks {where} ORDER BY started_at, id", params)]
+
+    def sessions(self, run_id: str | None = None) -> list[SessionRecord]:
+        where, params = _where({"run_id": run_id})
+        return [SessionRecord(**r) for r in self.db.query(f"SELECT * FROM sessions {where} ORDER BY started_at, id", params)]
+
+    # ---- calls -------------------------------------------------------------------------------
+
+    def record_call(self, call: CallRecord, *, price_table: PriceTable | None = None) -> CallRecord:
+        """Insert one call (one transaction, unless inside `transaction()`). With `price_table`
+        and no cost on the record, the cost is computed and the snapshot stored alongside."""
+        call = self._priced(call, price_table)
+        with self.transaction():
+            if price_table is not None:
+                self._save_snapshot_in_txn(price_table)
+            self.db.conn.execute(_INSERT_CALL, _call_row(call))
+        return call
+
+    def record_calls(self, calls: Iterable[CallRecord], *, price_table: PriceTable | None = None) -> int:
+        """Insert many calls in one transaction; all or none are stored. Returns the count."""
+        rows = [_call_row(self._priced(c, price_table)) for c in calls]
+        with self.transaction():
+            if price_table is not None:
+                self._save_snapshot_in_txn(price_table)
+            self.db.conn.executemany(_INSERT_CALL, rows)
+        return len(rows)
+
+    def calls(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        task_id: str | None = None,
+        model: str | None = None,
+    ) -> list[CallRecord]:
+        """Calls matching every given filter, in the order they started."""
+        where, params = _where({"session_id": session_id, "run_id": run_id, "task_id": task_id, "model": model})
+        rows = self.db.query(f"SELECT * FROM calls {where} ORDER BY started_at, id", params)
+        return [_call_from_row(r) for r in rows]
+
+    def count_calls(self) -> int:
+        return int(self.db.conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    # ---- price snapshots -----------------------------------------------------------------------
+
+    def save_price_snapshot(self, table: PriceTable) -> str:
+        """Store a snapshot (once per id) so calls costed with it can be re-priced later."""
+        with self.transaction():
+            self._save_snapshot_in_txn(table)
+        return table.id
+
+    def price_table(self, snapshot_id: str) -> PriceTable:
+        row = self._get("price_snapshots", snapshot_id)
+        table = PriceTable.from_json(row["body"])
+        if table.id != snapshot_id:
+            raise ValueError(f"stored price snapshot {snapshot_id} hashes to {table.id}: the row was altered")
+        return table
+
+    def reprice(self, table: PriceTable, *, run_id: str | None = None, update: bool = False) -> UsageTotals:
+        """Totals of the calls (of one run, or all) priced with `table`. With `update=True`
+        the rows' cost and snapshot id are rewritten to the new prices."""
+        calls = self.calls(run_id=run_id)
+        priced = [(c, cost(c.usage, c.model, c.started_at, table).total) for c in calls]
+        if update:
+            with self.transaction():
+                self._save_snapshot_in_txn(table)
+                self.db.conn.executemany(
+                    "UPDATE calls SET cost_usd = ?, price_snapshot_id = ? WHERE id = ?",
+                    [(total, table.id, c.id) for c, total in priced],
+                )
+        return aggregate((c.usage, total) for c, total in priced)
+
+    # ---- summaries -----------------------------------------------------------------------------
+
+    def totals(self, *, session_id: str | None = None, run_id: str | None = None, task_id: str | None = None) -> UsageTotals:
+        """Totals over the calls matching the filters (all calls if none given)."""
+        where, params = _where({"session_id": session_id, "run_id": run_id, "task_id": task_id})
+        row = next(self.db.query(f"SELECT {_SUMMARY_SELECT} FROM calls {where}", params))
+        return _totals_from_row(row)
+
+    def summarize(self, by: GroupBy = "session", *, run_id: str | None = None) -> list[GroupSummary]:
+        """Totals per session / run / task / model / backend, in order of first call."""
+        if by not in _GROUP_COLUMN:
+            raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(_GROUP_COLUMN)}")
+        column = _GROUP_COLUMN[by]
+        where, params = _where({"run_id": run_id})
+        sql = (
+            f"SELECT {column} AS grp, {_SUMMARY_SELECT} FROM calls {where} "
+            f"GROUP BY {column} ORDER BY MIN(started_at), grp"
+        )
+        labels: dict[str, tuple[str | None, str | None]] = {}
+        if by == "run":
+            labels = {r["id"]: (r["label"], r["status"]) for r in self.db.query("SELECT id, label, status FROM runs")}
+        elif by == "task":
+            labels = {r["id"]: (r["name"], r["outcome"]) for r in self.db.query("SELECT id, name, outcome FROM tasks")}
+        elif by == "session":
+            labels = {r["id"]: (r["label"], None) for r in self.db.query("SELECT id, label FROM sessions")}
+        out = []
+        for row in self.db.query(sql, params):
+            label, outcome = labels.get(row["grp"], (None, None))
+            out.append(
+                GroupSummary(
+                    key=row["grp"],
+                    label=label,
+                    outcome=outcome if by == "task" else None,
+                    totals=_totals_from_row(row),
+                )
+            )
+        return out
+
+    # ---- internals -----------------------------------------------------------------------------
+
+    def _priced(self, call: CallRecord, table: PriceTable | None) -> CallRecord:
+        if table is None or call.cost_usd is not None:
+            return call
+        breakdown = cost(call.usage, call.model, call.started_at, table)
+        return call.model_copy(update={"cost_usd": breakdown.total, "price_snapshot_id": table.id})
+
+    def _save_snapshot_in_txn(self, table: PriceTable) -> None:
+        if table.id in self._saved_snapshots:
+            return
+        self.db.conn.execute(
+            "INSERT OR IGNORE INTO price_snapshots (id, as_of, stored_at, body) VALUES (?, ?, ?, ?)",
+            (table.id, table.as_of.isoformat(), _iso(utc_now()), table.to_json()),
+        )
+        self._saved_snapshots.add(table.id)
+
+    def _get(self, table: str, key: str) -> dict[str, Any]:
+        row = self.db.conn.execute(f"SELECT * FROM {table} WHERE id = ?", (key,))
+        columns = [d[0] for d in row.description]
+        values = row.fetchone()
+        if values is None:
+            raise KeyError(f"no {table[:-1].replace('_', ' ')} with id {key!r} in {self.path}")
+        return dict(zip(columns, values, strict=True))
+
+    def _update(self, table: str, key: str, changes: dict[str, Any]) -> None:
+        sets = ", ".join(f"{column} = ?" for column in changes)
+        with self.transaction():
+            cursor = self.db.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*changes.values(), key))
+            if cursor.rowcount != 1:
+                raise KeyError(f"no {table[:-1]} with id {key!r} in {self.path}")
+
+
+# ---- row conversion ------------------------------------------------------------------------------
+
+
+def _call_row(call: CallRecord) -> dict[str, Any]:
+    usage = call.usage
+    return {
+        "id": call.id,
+        "run_id": call.run_id,
+        "task_id": call.task_id,
+        "session_id": call.session_id,
+        "backend": call.backend,
+        "model": call.model,
+        "started_at": _iso(call.started_at),
+        "ttft_s": call.ttft_s,
+        "latency_s": call.latency_s,
+        "section_hashes": json.dumps(call.section_hashes),
+        **{column: getattr(usage, column) for column in USAGE_COLUMNS},
+        "raw_usage": _dumps(call.raw_usage) if call.raw_usage is not None else None,
+        "price_snapshot_id": call.price_snapshot_id,
+        "cost_usd": call.cost_usd,
+        "miss_reason": call.miss_reason,
+        "miss_tokens": call.miss_tokens,
+        "miss_cost_usd": call.miss_cost_usd,
+        "error": call.error,
+        "layout": call.layout,
+        "cache_mode": call.cache_mode,
+        "sections_json": (
+            json.dumps([s.model_dump(mode="json") for s in call.sections], separators=(",", ":"))
+            if call.sections is not None
+            else None
+        ),
+    }
+
+
+# The hot path: one prepared statement with named parameters (sqlite3 caches it), rather than
+# sqlite-utils' per-call introspection. A plain INSERT: a repeated id raises IntegrityError.
+_CALL_COLUMNS = (
+    *("id", "run_id", "task_id", "session_id", "backend", "model", "started_at", "ttft_s", "latency_s", "section_hashes"),
+    *USAGE_COLUMNS,
+    *("raw_usage", "price_snapshot_id", "cost_usd", "miss_reason", "miss_tokens", "miss_cost_usd", "error"),
+    *("layout", "cache_mode"),
+    "sections_json",
+)
+_INSERT_CALL = (
+    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join(':' + c for c in _CALL_COLUMNS)})"
+)
+
+
+def _call_from_row(row: dict[str, Any]) -> CallRecord:
+    data = dict(row)
+    usage = Usage(**{column: data.pop(column) for column in USAGE_COLUMNS})
+    data["section_hashes"] = json.loads(data["section_hashes"] or "[]")
+    data["raw_usage"] = _loads(data["raw_usage"])
+    data["sections"] = _loads(data.pop("sections_json", None))
+    return CallRecord(**data, usage=usage)
+
+
+_ALL_PROMPT_KNOWN = " AND ".join(f"{b} IS NOT NULL" for b in PROMPT_BUCKETS)
+_PROMPT_SUM = " + ".join(PROMPT_BUCKETS)
+_SUMMARY_SELECT = ", ".join(
+    [
+        "COUNT(*) AS calls",
+        *(f"COALESCE(SUM({b}), 0) AS sum_{b}" for b in BUCKETS),
+        *(f"COUNT(*) - COUNT({b}) AS unknown_{b}" for b in BUCKETS),
+        f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN cache_read END) AS ratio_read",
+        f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN {_PROMPT_SUM} END) AS ratio_prompt",
+        "COUNT(cache_read) AS with_read",
+        "COALESCE(SUM(cache_read > 0), 0) AS with_hit",
+        "SUM(cost_usd) AS cost",
+        "COUNT(cost_usd) AS priced",
+    ]
+)
+
+
+def _totals_from_row(row: dict[str, Any]) -> UsageTotals:
+    calls = int(row["calls"])
+    ratio_prompt = row["ratio_prompt"] or 0
+    with_read = int(row["with_read"])
+    return UsageTotals(
+        calls=calls,
+        **{b: int(row[f"sum_{b}"]) for b in BUCKETS},
+        unknown={b: int(row[f"unknown_{b}"]) for b in BUCKETS if row[f"unknown_{b}"]},
+        hit_ratio=(row["ratio_read"] or 0) / ratio_prompt if ratio_prompt else None,
+        calls_with_hit_share=int(row["with_hit"]) / with_read if with_read else None,
+        cost_usd=float(row["cost"]) if row["priced"] else None,
+        unpriced_calls=calls - int(row["priced"]),
+    )
+
+
+def _where(filters: dict[str, str | None]) -> tuple[str, list[str]]:
+    given = {k: v for k, v in filters.items() if v is not None}
+    if not given:
+        return "", []
+    return "WHERE " + " AND ".join(f"{k} = ?" for k in given), list(given.values())
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None

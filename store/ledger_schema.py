@@ -1,0 +1,145 @@
+"""Ledger schema, built by forward migrations.
+
+`PRAGMA user_version` holds how many entries of `MIGRATIONS` a file has had applied. Opening a
+file runs the missing ones in order, inside one write transaction, so two processes opening a
+fresh file at once cannot both migrate it. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlite_utils import Database
+
+USAGE_COLUMNS: dict[str, type] = {
+    "fresh_input": int,
+    "cache_write_5m": int,
+    "cache_write_30m": int,
+    "cache_write_1h": int,
+    "cache_write_12h": int,
+    "cache_read": int,
+    "output": int,
+    "reasoning": int,
+    "prompt_total": int,
+}
+
+
+class LedgerVersionError(RuntimeError):
+    """The file was written by a newer hitrate (its schema version is ahead of this code)."""
+
+
+def _v1_tables(db: Database) -> None:
+    db["runs"].create(
+        {"id": str, "started_at": str, "finished_at": str, "label": str, "status": str, "config": str},
+        pk="id",
+        not_null={"started_at", "status"},
+    )
+    db["tasks"].create(
+        {
+            "id": str,
+            "run_id": str,
+            "name": str,
+            "started_at": str,
+            "finished_at": str,
+            "outcome": str,
+            "detail": str,
+        },
+        pk="id",
+        not_null={"name", "started_at"},
+    )
+    db["sessions"].create(
+        {
+            "id": str,
+            "run_id": str,
+            "task_id": str,
+            "started_at": str,
+            "backend": str,
+            "model": str,
+            "label": str,
+        },
+        pk="id",
+        not_null={"started_at"},
+    )
+    db["calls"].create(
+        {
+            "id": str,
+            "run_id": str,
+            "task_id": str,
+            "session_id": str,
+            "backend": str,
+            "model": str,
+            "started_at": str,
+            "ttft_s": float,
+            "latency_s": float,
+            "section_hashes": str,
+            **USAGE_COLUMNS,
+            "raw_usage": str,
+            "price_snapshot_id": str,
+            "cost_usd": float,
+            "miss_reason": str,
+            "miss_tokens": int,
+            "miss_cost_usd": float,
+            "error": str,
+        },
+        pk="id",
+        not_null={"backend", "model", "started_at"},
+    )
+    db["price_snapshots"].create(
+        {"id": str, "as_of": str, "stored_at": str, "body": str},
+        pk="id",
+        not_null={"as_of", "body"},
+    )
+
+
+def _v2_eval_tags_and_indexes(db: Database) -> None:
+    # Evals compare prompt layouts and cold / warm caches side by side: tag each call.
+    db["calls"].add_column("layout", str)
+    db["calls"].add_column("cache_mode", str)
+    for column in ("run_id", "task_id", "session_id", "model", "started_at"):
+        db["calls"].create_index([column], if_not_exists=True)
+    db["tasks"].create_index(["run_id"], if_not_exists=True)
+    db["sessions"].create_index(["run_id"], if_not_exists=True)
+
+
+def _v3_call_sections(db: Database) -> None:
+    # What-if replay re-runs a provider's cache rules over recorded requests: it needs each
+    # section's token count and block layout, not only its hash. NULL for calls recorded earlier.
+    db["calls"].add_column("sections_json", str)
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [
+    _v1_tables,
+    _v2_eval_tags_and_indexes,
+    _v3_call_sections,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(db: Database) -> int:
+    return int(db.conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(db: Database, target: int = SCHEMA_VERSION) -> int:
+    """Bring the file to schema `target`; returns the version it had before. The caller holds
+    no transaction; this one takes the write lock first (BEGIN IMMEDIATE) and re-reads the
+    version under it."""
+    if not 0 <= target <= SCHEMA_VERSION:
+        raise ValueError(f"schema target {target} outside 0..{SCHEMA_VERSION}")
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        before = user_version(db)
+        if before > SCHEMA_VERSION:
+            raise LedgerVersionError(
+                f"ledger schema version {before} is newer than this hitrate understands ({SCHEMA_VERSION}); "
+                "upgrade hitrate to open it"
+            )
+        for step in MIGRATIONS[before:target]:
+            step(db)
+        if target > before:
+            db.conn.execute(f"PRAGMA user_version = {int(target)}")
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.conn.execute("ROLLBACK")
+        raise
+    return before

@@ -1,0 +1,132 @@
+"""`hitrate prices` and `hitrate ledger` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from hitrate.harness import cli_store
+from hitrate.store.ledger import Ledger
+from hitrate.store.normalize import from_anthropic, from_deepseek
+from hitrate.store.prices import PriceTable
+from hitrate.store.records import CallRecord
+
+WIDE = {"COLUMNS": "400"}
+EXCERPT = Path(__file__).parent / "data" / "litellm_prices_excerpt.json"
+T0 = datetime(2026, 11, 18, 12, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    application = typer.Typer()
+
+    @application.callback()
+    def _root() -> None:
+        """test root"""
+
+    cli_store.register(application)
+    return application
+
+
+runner = CliRunner()
+
+
+def test_prices_table_shows_rates_tiers_date_and_source(app: typer.Typer) -> None:
+    result = runner.invoke(app, ["prices", "--model", "haiku-5-5"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "claude-haiku-5-5" in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[:8] == ["claude-haiku-5-5", "0.1", "0.5", "0.125", "-", "0.2", "-", "0.01"]
+    assert ">100K: in 0.5 out 2.5 w5m 0.625 w1h 1 read 0.05" in cells[8]
+    assert cells[9:] == ["512", "2026-10-24", "https://github.com/kurofune/claudit/releases/tag/v1.9.2"]
+    assert "claude-opus-5" not in result.output
+
+
+def test_prices_shows_peak_hours_and_openai_write_classes(app: typer.Typer) -> None:
+    deepseek = runner.invoke(app, ["prices", "-m", "deepseek-flash"], env=WIDE)
+    assert "peak 01:00-04:00, 06:00-10:00 UTC weekdays: in 0.3 out 1.2 read 0.006" in deepseek.output
+    gpt = runner.invoke(app, ["prices", "-m", "gpt-5.6-terra"], env=WIDE)
+    row = next(line for line in gpt.output.splitlines() if "gpt-5.6-terra" in line)
+    assert [c.strip() for c in row.strip("│ ").split("│")][:8] == ["gpt-5.6-terra", "2", "12", "-", "2.5", "-", "5", "0.2"]
+
+
+def test_prices_json_matches_the_table(app: typer.Typer) -> None:
+    result = runner.invoke(app, ["prices", "--model", "gpt-4.1", "--json"])
+    entries = json.loads(result.output)
+    assert [e["model"] for e in entries] == ["gpt-4.1", "gpt-4.1-mini"]
+    assert entries[0] == PriceTable.default().lookup("gpt-4.1").model_dump(mode="json")
+
+
+def test_prices_from_a_litellm_file_and_errors(app: typer.Typer, tmp_path: Path) -> None:
+    imported = runner.invoke(app, ["prices", "--litellm", str(EXCERPT), "-m", "gpt-5.6", "--json"])
+    assert imported.exit_code == 0, imported.output
+    assert json.loads(imported.output)[0]["schedules"][0]["tiers"][0]["write_30m"] == 5.0
+    unknown = runner.invoke(app, ["prices", "--model", "no-such-model"])
+    assert unknown.exit_code == 1 and "no model matches" in unknown.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    broken = runner.invoke(app, ["prices", "--snapshot", str(bad)])
+    assert broken.exit_code == 1 and "cannot read prices" in broken.output
+
+
+def _fill(path: Path) -> str:
+    table = PriceTable.default()
+    with Ledger(path) as ledger:
+        run = ledger.start_run("cli")
+        write = {"input_tokens": 21, "cache_creation_input_tokens": 188086, "cache_read_input_tokens": 0, "output_tokens": 393}
+        read = {**write, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 188086}
+        for i, raw in enumerate([write, read, read]):
+            ledger.record_call(
+                CallRecord(run_id=run.id, session_id="s-anthropic", backend="anthropic", model="claude-opus-5", started_at=T0 + timedelta(seconds=i), usage=from_anthropic(raw)),
+                price_table=table,
+            )
+        ledger.record_call(
+            CallRecord(
+                run_id=run.id,
+                session_id="s-deepseek",
+                backend="deepseek",
+                model="deepseek-flash",
+                started_at=T0 + timedelta(seconds=9),
+                usage=from_deepseek({"prompt_tokens": 1000, "completion_tokens": 10, "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": 1000}),
+            ),
+            price_table=table,
+        )
+        return run.id
+
+
+def test_ledger_summary_by_session(app: typer.Typer, tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    _fill(path)
+    result = runner.invoke(app, ["ledger", "--db", str(path), "--by", "session", "--json"])
+    assert result.exit_code == 0, result.output
+    groups = {g["key"]: g["totals"] for g in json.loads(result.output)}
+    anth = groups["s-anthropic"]
+    assert (anth["calls"], anth["cache_write_5m"], anth["cache_read"], anth["fresh_input"]) == (3, 188086, 376172, 63)
+    assert anth["hit_ratio"] == pytest.approx(376172 / (376172 + 188086 + 63))
+    assert anth["calls_with_hit_share"] == pytest.approx(2 / 3)
+    assert anth["cost_usd"] == pytest.approx(1.1854675 + 2 * 0.103973)
+    assert groups["s-deepseek"]["cost_usd"] == pytest.approx((1000 * 0.15 + 10 * 0.60) / 1e6)
+
+    table = runner.invoke(app, ["ledger", "--db", str(path)], env=WIDE)
+    row = next(line for line in table.output.splitlines() if "s-anthropic" in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[1:13] == ["3", "63", "188,086", "0", "0", "0", "376,172", "1,179", "66.7%", "66.7%", "1.393414", "reasoning: 3"]
+
+
+def test_ledger_by_model_and_run_env_and_missing_file(app: typer.Typer, tmp_path: Path) -> None:
+    path = tmp_path / "env.db"
+    run_id = _fill(path)
+    by_model = runner.invoke(app, ["ledger", "--by", "model", "--json"], env={"HITRATE_DB": str(path)})
+    assert {g["key"]: g["totals"]["calls"] for g in json.loads(by_model.output)} == {"claude-opus-5": 3, "deepseek-flash": 1}
+    by_run = runner.invoke(app, ["ledger", "--db", str(path), "--by", "run", "--run", run_id], env=WIDE)
+    assert run_id in by_run.output and "cli" in by_run.output
+    missing = runner.invoke(app, ["ledger", "--db", str(tmp_path / "nope.db")])
+    assert missing.exit_code == 1 and "no ledger at" in missing.output
+    assert not (tmp_path / "nope.db").exists()
+    bad_group = runner.invoke(app, ["ledger", "--db", str(path), "--by", "colour"])
+    assert bad_group.exit_code == 1 and "--by must be one of" in bad_group.output
