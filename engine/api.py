@@ -29,6 +29,7 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    ignore_eos: bool = False  # keep generating past end-of-sequence tokens (benchmarks, fixed-length runs)
 
 
 @dataclass

@@ -23,7 +23,11 @@ app = typer.Typer(
 )
 
 # Harness-level command modules, each exposing `register(app: typer.Typer) -> None`.
-_HARNESS_COMMAND_MODULES: list[str] = []
+_HARNESS_COMMAND_MODULES: list[str] = [
+    "hitrate.harness.cli_serve",
+    "hitrate.harness.cli_store",
+    "hitrate.harness.cli_run",
+]
 
 
 def _register_all(target: typer.Typer) -> None:

@@ -1,0 +1,558 @@
+"""Radix tree over token ids that maps cached prefixes to KV pages.
+
+Edges hold runs of token ids (Python lists, compared with C-speed slice equality); each node
+holds the page ids of its run (`array('q')`, one id per `page_size` tokens). Every tenant salt
+has its own root, so a request can only ever match entries inserted under its own salt.
+
+Request lifecycle:
+    lease = cache.begin(tokens, salt)        # match + lock (+ bring host-tier pages back)
+    ... the runner computes KV for tokens[lease.matched:] ...
+    cache.finish(lease, tokens, write)        # insert the new part, `write` fills its pages; unlock
+
+Why it is fast in pure Python:
+- child dicts keyed by the first token (page_size 1) or the first page's tuple;
+- whole-edge comparisons are one list-slice equality (C loop); a mismatch inside an edge is
+  located by galloping + bisection on slices, never a per-token Python loop over long runs;
+- a lock is held on the lease's last node only: ancestors of a locked node always have a child,
+  and only leaves are ever evicted, so locking the whole path would add nothing;
+- free pages are an `array('q')` stack: allocating or freeing n pages is one C-level slice;
+- LRU eviction pops a heap of (last access, node) entries that is validated lazily: touching a
+  node only bumps its stamp, and stale entries are re-pushed when popped.
+
+Host tier: when `host_pages > 0`, an evicted device leaf is copied to host pages (through the
+`on_offload` hook) and stays matchable; `begin` copies it back (`on_reload`) instead of letting the
+runner recompute it. Host leaves are themselves evicted LRU when the host tier is full.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from array import array
+from dataclasses import dataclass
+from typing import Callable
+
+PageHook = Callable[[array, array], None]  # (source page ids, destination page ids)
+WriteHook = Callable[[int, int, array], None]  # (start token, end token, page ids to fill)
+
+
+class _Node:
+    __slots__ = ("key", "value", "host", "children", "parent", "ckey", "lock", "atime", "uid")
+
+    def __init__(self, key: list, value: array | None, parent: "_Node | None", ckey, uid: int) -> None:
+        self.key = key  # token ids of the edge from parent to this node
+        self.value = value  # device page ids (len(key) // page_size), None when only on host
+        self.host: array | None = None  # host page ids while offloaded
+        self.children: dict = {}
+        self.parent = parent
+        self.ckey = ckey  # this node's key in parent.children
+        self.lock = 0
+        self.atime = 0
+        self.uid = uid
+
+
+class Lease:
+    """A request's hold on its matched prefix. `pages` covers tokens [0, matched)."""
+
+    __slots__ = ("node", "matched", "pages", "salt", "reloaded", "done")
+
+    def __init__(self, node: _Node, matched: int, pages: array, salt: str, reloaded: int) -> None:
+        self.node = node
+        self.matched = matched
+        self.pages = pages
+        self.salt = salt
+        self.reloaded = reloaded  # tokens of the match brought back from the host tier
+        self.done = False
+
+
+@dataclass
+class RadixStats:
+    queries: int = 0  # requests that called begin
+    query_tokens: int = 0
+    hit_tokens: int = 0  # tokens served from cache (device + host tier)
+    host_hit_tokens: int = 0  # of which brought back from the host tier
+    inserted_tokens: int = 0
+    evicted_pages: int = 0  # device pages freed by eviction
+    offloaded_pages: int = 0  # of which copied to the host tier
+    host_evicted_pages: int = 0
+    pinned_skipped: int = 0  # pin requests refused because pins would hold too much of the pool
+
+
+def _common_prefix(key: list, tokens: list, start: int) -> int:
+    """Length of the common prefix of `key` and `tokens[start:]` using slice comparisons."""
+    n = min(len(key), len(tokens) - start)
+    lo, step = 0, 16
+    while lo < n:
+        hi = min(lo + step, n)
+        if key[lo:hi] != tokens[start + lo : start + hi]:
+            while hi - lo > 8:
+                mid = (lo + hi) >> 1
+                if key[lo:mid] == tokens[start + lo : start + mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            while lo < hi and key[lo] == tokens[start + lo]:
+                lo += 1
+            return lo
+        lo = hi
+        step <<= 1
+    return n
+
+
+class RadixCache:
+    """Prefix index over `num_pages` device pages of `page_size` tokens each."""
+
+    def __init__(
+        self,
+        num_pages: int,
+        page_size: int = 1,
+        *,
+        host_pages: int = 0,
+        on_offload: PageHook | None = None,
+        on_reload: PageHook | None = None,
+        max_pinned_fraction: float = 0.5,
+    ) -> None:
+        if num_pages < 1 or page_size < 1 or host_pages < 0:
+            raise ValueError("num_pages and page_size must be >= 1 and host_pages >= 0")
+        self.page_size = page_size
+        self.num_pages = num_pages
+        self.host_pages = host_pages
+        self._free = array("q", range(num_pages - 1, -1, -1))  # stack: pop from the end
+        self._host_free = array("q", range(host_pages - 1, -1, -1))
+        self._on_offload = on_offload
+        self._on_reload = on_reload
+        self._roots: dict[str, _Node] = {}
+        self._heap: list = []  # (atime, uid, node) candidates for device eviction
+        self._host_heap: list = []  # same, for host-tier eviction
+        self._tick = 0
+        self._uid = 0
+        self._pins: dict[_Node, float] = {}  # node -> monotonic expiry
+        self._pinned_pages = 0
+        self._max_pinned_pages = int(num_pages * max_pinned_fraction)
+        self.stats = RadixStats()
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def free_pages(self) -> int:
+        return len(self._free)
+
+    @property
+    def used_pages(self) -> int:
+        return self.num_pages - len(self._free)
+
+    @property
+    def host_used_pages(self) -> int:
+        return self.host_pages - len(self._host_free)
+
+    def begin(
+        self, tokens: list, salt: str = "", *, max_match: int | None = None, reserve: int | None = None
+    ) -> Lease:
+        """Match the longest cached prefix of `tokens` (at most `max_match` tokens), lock it and
+        make room for `reserve` more tokens (default: the unmatched rest of `tokens`)."""
+        root = self._roots.get(salt)
+        if root is None:
+            root = self._new_root(salt)
+        limit = len(tokens) if max_match is None else max(0, min(max_match, len(tokens)))
+        node, matched, path = self._match(root, tokens, limit)
+        reloaded = 0
+        if node.value is None:  # the match runs into host-tier nodes
+            node, matched, reloaded = self._reload(root, path, matched)
+        node.lock += 1
+        pages = array("q")
+        for n in path:
+            if n.value is None:
+                break
+            pages += n.value
+        stats = self.stats
+        stats.queries += 1
+        stats.query_tokens += len(tokens)
+        stats.hit_tokens += matched
+        stats.host_hit_tokens += reloaded
+        self._expire_pins()
+        need = (len(tokens) - matched if reserve is None else reserve) // self.page_size
+        if need > len(self._free):
+            self._evict(need - len(self._free))
+        return Lease(node, matched, pages, salt, reloaded)
+
+    def finish(
+        self,
+        lease: Lease,
+        tokens: list,
+        write: WriteHook | None = None,
+        *,
+        pin_tokens: int = 0,
+        pin_ttl_s: float = 0.0,
+    ) -> int:
+        """Insert `tokens` (which must extend the leased prefix), unlock, and return how many new
+        tokens were stored. `write(start, end, pages)` must fill `pages` with the KV of tokens
+        [start, end); it is called once, before the new node becomes visible."""
+        if lease.done:
+            raise ValueError("lease already finished")
+        lease.done = True
+        node = lease.node
+        try:
+            # Cheap guard against a caller passing a different sequence: the last leased edge must match.
+            if node.parent is not None and tokens[lease.matched - len(node.key) : lease.matched] != node.key:
+                raise ValueError("tokens do not extend the prefix matched by begin()")
+            inserted = self._insert_below(node, lease.matched, tokens, write)
+        finally:
+            node.lock -= 1
+        if pin_tokens > 0 and pin_ttl_s > 0:
+            self.pin(tokens, lease.salt, pin_tokens, pin_ttl_s)
+        return inserted
+
+    def abort(self, lease: Lease) -> None:
+        """Release a lease without inserting anything (request failed or was cancelled)."""
+        if not lease.done:
+            lease.done = True
+            lease.node.lock -= 1
+
+    def match_length(self, tokens: list, salt: str = "") -> int:
+        """Read-only probe: cached prefix length on device + host, without locking or splitting."""
+        node = self._roots.get(salt)
+        if node is None:
+            return 0
+        pos, n, ps = 0, len(tokens), self.page_size
+        while pos < n:
+            child = node.children.get(tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps]))
+            if child is None:
+                break
+            key = child.key
+            if tokens[pos : pos + len(key)] == key:
+                pos += len(key)
+                node = child
+                continue
+            return pos + _common_prefix(key, tokens, pos) // ps * ps
+        return pos
+
+    def pin(self, tokens: list, salt: str, pin_tokens: int, ttl_s: float) -> bool:
+        """Protect the cached prefix tokens[:pin_tokens] from eviction for `ttl_s` seconds."""
+        root = self._roots.get(salt)
+        if root is None:
+            return False
+        node, matched, path = self._match(root, tokens, min(pin_tokens, len(tokens)))
+        if node is root or node.value is None:
+            return False
+        expiry = time.monotonic() + ttl_s
+        if node in self._pins:
+            self._pins[node] = max(self._pins[node], expiry)
+            return True
+        pages = matched // self.page_size
+        if self._pinned_pages + pages > self._max_pinned_pages:
+            self.stats.pinned_skipped += 1
+            return False
+        self._pins[node] = expiry
+        self._pinned_pages += pages
+        node.lock += 1
+        return True
+
+    def evict(self, pages: int) -> int:
+        """Free at least `pages` device pages if unlocked leaves allow; returns pages freed."""
+        return self._evict(pages)
+
+    def reset(self) -> None:
+        """Drop every entry (locks held by live leases must have been released)."""
+        self.__init__(  # type: ignore[misc]
+            self.num_pages,
+            self.page_size,
+            host_pages=self.host_pages,
+            on_offload=self._on_offload,
+            on_reload=self._on_reload,
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _new_root(self, salt: str) -> _Node:
+        root = _Node([], array("q"), None, None, -1)
+        root.lock = 1  # roots are never evicted
+        self._roots[salt] = root
+        return root
+
+    def _match(self, node: _Node, tokens: list, limit: int) -> tuple[_Node, int, list]:
+        """Walk from `node` along tokens[:limit], splitting a partially matched edge so that the
+        returned node ends exactly at the match. Page granularity: matches round down."""
+        ps = self.page_size
+        self._tick += 1
+        tick = self._tick
+        pos = 0
+        path = []
+        limit -= limit % ps
+        children = node.children
+        while pos < limit:
+            child = children.get(tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps]))
+            if child is None:
+                break
+            key = child.key
+            klen = len(key)
+            if pos + klen <= limit and tokens[pos : pos + klen] == key:
+                child.atime = tick
+                path.append(child)
+                pos += klen
+                node = child
+                children = child.children
+                continue
+            m = _common_prefix(key, tokens, pos)
+            m = min(m, limit - pos)
+            m -= m % ps
+            if m == 0:
+                break
+            child = self._split(child, m)
+            child.atime = tick
+            path.append(child)
+            pos += m
+            node = child
+            break
+        return node, pos, path
+
+    def _split(self, child: _Node, m: int) -> _Node:
+        """Cut `child`'s edge after m tokens; the new upper node is returned and the original object
+        keeps the lower part, so leases holding it still end at the same depth."""
+        ps = self.page_size
+        self._uid += 1
+        upper = _Node(child.key[:m], None, child.parent, child.ckey, self._uid)
+        p = m // ps
+        if child.value is not None:
+            upper.value = child.value[:p]
+            child.value = child.value[p:]
+        if child.host is not None:
+            upper.host = child.host[:p]
+            child.host = child.host[p:]
+        # upper.lock stays 0: it has `child` below it, and only leaves are ever evicted, so a lock
+        # held on `child` already protects it.
+        upper.atime = child.atime
+        child.parent.children[child.ckey] = upper
+        child.key = child.key[m:]
+        child.ckey = child.key[0] if ps == 1 else tuple(child.key[:ps])
+        child.parent = upper
+        upper.children[child.ckey] = child
+        return upper
+
+    def _insert_below(self, node: _Node, depth: int, tokens: list, write: WriteHook | None) -> int:
+        ps = self.page_size
+        end = len(tokens) - len(tokens) % ps
+        pos = depth
+        # Walk down whatever another request inserted below the lease meanwhile (deduplication).
+        while pos < end:
+            child = node.children.get(tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps]))
+            if child is None or child.value is None:
+                if child is not None:  # host-only copy of these tokens: drop it, ours is fresher
+                    self._drop_subtree(child)
+                break
+            key = child.key
+            klen = len(key)
+            if pos + klen <= end and tokens[pos : pos + klen] == key:
+                pos += klen
+                node = child
+                continue
+            m = _common_prefix(key, tokens, pos)
+            m = min(m, end - pos)
+            m -= m % ps
+            if m == 0:
+                break
+            node = self._split(child, m)
+            pos += m
+            break
+        if pos >= end:
+            return 0
+        want = (end - pos) // ps
+        if want > len(self._free):
+            node.lock += 1  # keep the insertion point alive while making room
+            try:
+                self._evict(want - len(self._free))
+            finally:
+                node.lock -= 1
+        got = min(want, len(self._free))
+        if got == 0:
+            return 0
+        free = self._free
+        pages = free[-got:]
+        del free[-got:]
+        stop = pos + got * ps
+        if write is not None:
+            try:
+                write(pos, stop, pages)
+            except BaseException:
+                free += pages
+                raise
+        self._uid += 1
+        ckey = tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps])
+        leaf = _Node(tokens[pos:stop], pages, node, ckey, self._uid)
+        self._tick += 1
+        leaf.atime = self._tick
+        node.children[ckey] = leaf
+        heapq.heappush(self._heap, (leaf.atime, leaf.uid, leaf))
+        self.stats.inserted_tokens += stop - pos
+        return stop - pos
+
+    def _is_device_leaf(self, node: _Node) -> bool:
+        for c in node.children.values():
+            if c.value is not None:
+                return False
+        return True
+
+    def _evict(self, pages: int) -> int:
+        """Evict unlocked device leaves, least recently used first, until `pages` pages are freed."""
+        freed = 0
+        heap = self._heap
+        skipped = []
+        host = self.host_pages > 0
+        stats = self.stats
+        while freed < pages and heap:
+            atime, uid, node = heapq.heappop(heap)
+            if node.value is None or node.parent is None:
+                continue  # already evicted or offloaded
+            if atime != node.atime:
+                heapq.heappush(heap, (node.atime, uid, node))  # touched since: requeue at its new age
+                continue
+            if node.lock:
+                skipped.append((atime, uid, node))
+                continue
+            if node.children and (not host or not self._is_device_leaf(node)):
+                continue  # re-pushed when its last device child leaves
+            if len(node.value) > pages - freed:
+                # Evict only the tail pages the caller needs; the head of this leaf (older,
+                # more shared positions) stays cached and becomes the next LRU candidate.
+                self._split(node, len(node.key) - (pages - freed) * self.page_size)
+            parent = node.parent
+            value = node.value
+            n = len(value)
+            if host and self._offload(node):
+                stats.offloaded_pages += n
+            else:
+                self._drop_subtree(node)
+            self._free += value
+            freed += n
+            stats.evicted_pages += n
+            if parent.parent is not None and self._is_device_leaf(parent):
+                heapq.heappush(heap, (parent.atime, parent.uid, parent))
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return freed
+
+    def _offload(self, node: _Node) -> bool:
+        """Move a device leaf's pages to the host tier; False when the host tier cannot take it."""
+        n = len(node.value)
+        if n > self.host_pages:
+            return False
+        if n > len(self._host_free):
+            self._evict_host(n - len(self._host_free), keep=node)
+            if n > len(self._host_free):
+                return False
+        free = self._host_free
+        hpages = free[-n:]
+        del free[-n:]
+        if self._on_offload is not None:
+            self._on_offload(node.value, hpages)
+        node.host = hpages
+        node.value = None
+        if not node.children:
+            heapq.heappush(self._host_heap, (node.atime, node.uid, node))
+        return True
+
+    def _evict_host(self, pages: int, keep: _Node | None = None) -> int:
+        freed = 0
+        heap = self._host_heap
+        skipped = []
+        while freed < pages and heap:
+            atime, uid, node = heapq.heappop(heap)
+            if node.host is None or node.value is not None or node.parent is None:
+                continue
+            if atime != node.atime:
+                heapq.heappush(heap, (node.atime, uid, node))
+                continue
+            if node.lock or node is keep:
+                skipped.append((atime, uid, node))
+                continue
+            if node.children:
+                continue
+            parent = node.parent
+            freed += len(node.host)
+            self._drop_subtree(node)
+            if parent.parent is not None and parent.value is None and not parent.children:
+                heapq.heappush(heap, (parent.atime, parent.uid, parent))
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return freed
+
+    def _drop_subtree(self, node: _Node) -> None:
+        """Unlink `node` and release the host pages of it and everything below it. Device pages of
+        `node` itself are the caller's to free; its descendants are host-only by invariant."""
+        del node.parent.children[node.ckey]
+        node.parent = None
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.host is not None:
+                self._host_free += n.host
+                self.stats.host_evicted_pages += len(n.host)
+                n.host = None
+            if n is not node:
+                n.parent = None
+                n.value = None
+            stack.extend(n.children.values())
+            n.children = {}
+
+    def _reload(self, root: _Node, path: list, matched: int) -> tuple[_Node, int, int]:
+        """Bring the host-tier part of a matched path back to device pages, top-down. Stops early
+        (shorter match) when the device pool cannot make room."""
+        first_host = next(i for i, n in enumerate(path) if n.value is None)
+        anchor = path[first_host - 1] if first_host else root
+        host_nodes = path[first_host:]
+        for n in host_nodes:  # protect the path from host eviction while we allocate
+            n.lock += 1
+        anchor.lock += 1
+        depth = matched - sum(len(n.key) for n in host_nodes)
+        node = anchor
+        reloaded = 0
+        try:
+            for n in host_nodes:
+                need = len(n.host)
+                if need > len(self._free):
+                    self._evict(need - len(self._free))
+                if need > len(self._free):
+                    break
+                free = self._free
+                pages = free[-need:]
+                del free[-need:]
+                if self._on_reload is not None:
+                    self._on_reload(n.host, pages)
+                self._host_free += n.host
+                n.host = None
+                n.value = pages
+                heapq.heappush(self._heap, (n.atime, n.uid, n))
+                depth += len(n.key)
+                reloaded += len(n.key)
+                node = n
+        finally:
+            for n in host_nodes:
+                n.lock -= 1
+            anchor.lock -= 1
+        return node, depth, reloaded
+
+    def _expire_pins(self) -> None:
+        if not self._pins:
+            return
+        now = time.monotonic()
+        for node, expiry in list(self._pins.items()):
+            if expiry <= now:
+                del self._pins[node]
+                node.lock -= 1
+                self._pinned_pages -= self._depth_pages(node)
+                if node.parent is not None and node.value is not None and self._is_device_leaf(node):
+                    heapq.heappush(self._heap, (node.atime, node.uid, node))
+
+    def _depth_pages(self, node: _Node) -> int:
+        total = 0
+        while node.parent is not None:
+            total += len(node.key)
+            node = node.parent
+        return total // self.page_size
+
+
+def common_prefix_length(a: list, b: list) -> int:
+    """Length of the longest common prefix of two token lists (slice comparisons, no Python loop
+    over long equal runs)."""
+    if len(a) > len(b):
+        a, b = b, a
+    return _common_prefix(a, b, 0)

@@ -1,0 +1,330 @@
+"""HTTP server: OpenAI- and Anthropic-compatible endpoints over one `Engine`.
+
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` and
+`POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /health`, `GET /metrics`.
+
+Cache salt (tenant isolation of the prefix cache): the `X-Cache-Salt` header, else the body field
+`cache_salt` (vLLM's name for it), else none. The OpenAI `user` / `safety_identifier` and Anthropic
+`metadata.user_id` fields are deliberately *not* used: they identify end users for abuse
+monitoring, and both providers share cache entries across the users of one organisation, so
+salting on them would silently cut hit rates for the common "one system prompt, many users" case.
+
+Engine calls never run on the event loop: encoding and non-streamed generation go to worker
+threads, streams run in a thread of their own (`ThreadedStream`). The engine serialises them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any, AsyncIterator, Callable, Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from hitrate.engine import server_streams, wire_anthropic, wire_openai
+from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult
+from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError
+
+log = logging.getLogger(__name__)
+
+SALT_HEADER = "x-cache-salt"
+
+
+class ServerStats:
+    """Counters the server adds to the engine's own metrics."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.requests: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.completion_tokens = 0
+
+    def record(self, reply: Reply) -> None:
+        self.prompt_tokens += reply.result.prompt_tokens
+        self.cached_tokens += reply.result.cached_tokens
+        self.completion_tokens += reply.result.completion_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "uptime_s": round(time.time() - self.started, 3),
+            "requests": dict(self.requests),
+            "errors": dict(self.errors),
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens,
+            # Σ cached / Σ prompt over served requests, never a mean of per-request ratios.
+            "prompt_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
+        }
+
+
+def _is_anthropic(path: str) -> bool:
+    return path.startswith("/v1/messages")
+
+
+def _error(path: str, status: int, message: str, *, kind: str = "invalid_request_error",
+           param: str | None = None, code: str | None = None) -> JSONResponse:
+    if _is_anthropic(path):
+        return JSONResponse(wire_anthropic.error_body(message, type_=kind), status_code=status)
+    return JSONResponse(wire_openai.error_body(message, type_=kind, param=param, code=code), status_code=status)
+
+
+def _engine_error(path: str, exc: EngineError) -> JSONResponse:
+    if isinstance(exc, ContextLengthError):
+        return _error(path, 400, str(exc), code="context_length_exceeded")
+    return _error(path, 400, str(exc), param=getattr(exc, "param", None))
+
+
+def create_app(
+    engine: Engine,
+    *,
+    service: ChatService | None = None,
+    served_model_names: Sequence[str] | None = None,
+    default_max_tokens: int = 4096,
+) -> FastAPI:
+    """The FastAPI app serving `engine`. `served_model_names`: the names clients may ask for
+    (default: the engine's `model_name`); any other model name gets a 404."""
+    service = service or ChatService(engine, default_max_tokens=default_max_tokens)
+    names = list(dict.fromkeys([*(served_model_names or []), engine.model_name]))
+    stats = ServerStats()
+    app = FastAPI(title="hitrate engine", docs_url=None, redoc_url=None)
+    app.state.service = service
+    app.state.stats = stats
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return _error(request.url.path, exc.status_code, str(exc.detail), kind=kind)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        stats.errors["internal"] += 1
+        return _error(request.url.path, 500, f"internal error: {type(exc).__name__}: {exc}",
+                      kind="api_error" if _is_anthropic(request.url.path) else "server_error")
+
+    async def read_json(request: Request) -> Any:
+        try:
+            return json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RequestError(f"request body is not valid JSON: {exc}") from exc
+
+    def check_model(model: str) -> None:
+        if model not in names:
+            raise _UnknownModel(f"model {model!r} is not served here; available: {', '.join(names)}")
+
+    async def handle(request: Request, api: str, run: Callable[[Any], Any]) -> Response:
+        stats.requests[api] += 1
+        path = request.url.path
+        try:
+            return await run(await read_json(request))
+        except _UnknownModel as exc:
+            stats.errors[api] += 1
+            return _error(path, 404, str(exc), kind="not_found_error", code="model_not_found")
+        except EngineError as exc:
+            stats.errors[api] += 1
+            return _engine_error(path, exc)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": engine.model_name}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        created = int(stats.started)
+        created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stats.started))
+        # One list readable by both SDKs: OpenAI reads object/owned_by, Anthropic type/display_name.
+        data = [
+            {"id": n, "object": "model", "type": "model", "created": created, "created_at": created_at,
+             "owned_by": "hitrate", "display_name": n, "max_context": engine.max_context}
+            for n in names
+        ]
+        return {"object": "list", "data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}
+
+    @app.get("/metrics")
+    async def metrics(format: str = "json") -> Response:
+        engine_metrics = await _to_thread(engine.metrics)
+        payload = {"model": engine.model_name, "engine": engine_metrics, "server": stats.as_dict()}
+        if format == "prometheus":
+            return PlainTextResponse(_prometheus(payload))
+        return JSONResponse(payload)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            body, chat_request = wire_openai.parse_request(payload, salt_header=request.headers.get(SALT_HEADER))
+            check_model(body.model)
+            prepared = await service.prepare_async(chat_request)
+            ids = wire_openai.CompletionIds(body.model)
+            if body.stream:
+                include_usage = bool(body.stream_options and body.stream_options.include_usage)
+                return await _stream_response(
+                    service, prepared,
+                    lambda items, _cached: server_streams.openai_events(
+                        ids, items, include_usage, on_reply=stats.record, on_error=_count_error(stats, "openai")),
+                )
+            reply = await service.complete_async(prepared)
+            stats.record(reply)
+            return JSONResponse(wire_openai.completion(ids, reply))
+
+        return await handle(request, "openai", run)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            body, chat_request = wire_anthropic.parse_request(payload, salt_header=request.headers.get(SALT_HEADER))
+            check_model(body.model)
+            prepared = await service.prepare_async(chat_request)
+            message_id = wire_anthropic.new_message_id()
+            if body.stream:
+                return await _stream_response(
+                    service, prepared,
+                    lambda items, cached: server_streams.anthropic_events(
+                        prepared, message_id, body.model, items, cached,
+                        on_reply=stats.record, on_error=_count_error(stats, "anthropic")),
+                )
+            if body.max_tokens == 0:
+                reply = await _to_thread(_prewarm, service, prepared)
+            else:
+                reply = await service.complete_async(prepared)
+            stats.record(reply)
+            return JSONResponse(wire_anthropic.message(message_id, body.model, prepared, reply,
+                                                       prewarm=body.max_tokens == 0))
+
+        return await handle(request, "anthropic", run)
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            chat_request = wire_anthropic.count_tokens_request(payload)
+            ids = await _to_thread(service.chat.encode, chat_request.messages, chat_request.tools)
+            return JSONResponse({"input_tokens": len(ids)})
+
+        return await handle(request, "anthropic_count_tokens", run)
+
+    return app
+
+
+class _UnknownModel(Exception):
+    pass
+
+
+def _count_error(stats: ServerStats, api: str) -> Callable[[], None]:
+    def count() -> None:
+        stats.errors[api] += 1
+
+    return count
+
+
+async def _to_thread(fn, *args):
+    return await asyncio.to_thread(fn, *args)
+
+
+def _prewarm(service: ChatService, prepared: PreparedCall) -> Reply:
+    """Anthropic `max_tokens: 0`: prefill (writing the cache) and return no content.
+
+    The engine always samples at least one token, so one is generated and discarded; usage
+    reports 0 output tokens because nothing is returned.
+    """
+    params = replace(prepared.generation.params, max_tokens=1, stop=())
+    result = service.engine.generate(replace(prepared.generation, params=params))
+    empty = GenerationResult(token_ids=[], text="", finish_reason="length", prompt_tokens=result.prompt_tokens,
+                             cached_tokens=result.cached_tokens, completion_tokens=0, ttft_s=result.ttft_s,
+                             total_s=result.total_s)
+    return Reply(content="", tool_calls=[], finish="length", stop_sequence=None, result=empty, invalid_tool_calls=[])
+
+
+async def _stream_response(service: ChatService, prepared: PreparedCall,
+                           events: Callable[[AsyncIterator, int | None], AsyncIterator[str]]) -> Response:
+    """Starts the engine stream and waits for its first item, so that a request the engine refuses
+    (e.g. too long) still gets a plain 4xx JSON error instead of a broken event stream.
+
+    `events` also gets the number of cached prompt tokens when it is known before the reply is
+    complete (`None` otherwise), for formats that report usage up front (Anthropic message_start).
+    """
+    before = _cache_counters(service.engine)
+    stream = service.stream_async(prepared)
+    stream.start()
+    iterator = stream.__aiter__()
+    try:
+        first = await iterator.__anext__()
+    except StopAsyncIteration:
+        raise EngineError("the engine produced nothing for this request") from None
+    if isinstance(first, Reply):
+        early_cached: int | None = first.cached_tokens
+    else:
+        early_cached = _cached_since(before, _cache_counters(service.engine), prepared.prompt_tokens)
+
+    async def items() -> AsyncIterator:
+        yield first
+        async for item in iterator:
+            yield item
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for event in events(items(), early_cached):
+                yield event
+        finally:
+            stream.cancel()  # the client went away or the stream ended: let the engine stop
+
+    return StreamingResponse(body(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _cache_counters(engine: Engine) -> tuple[float, float, float] | None:
+    """(requests, prompt tokens, cached tokens) from the engine's metrics, read twice so that a
+    read torn by another request's update in between is discarded."""
+    try:
+        reads = []
+        for _ in range(2):
+            m = engine.metrics()
+            reads.append((float(m["requests"]), float(m["prompt_tokens"]), float(m["cached_tokens"])))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return reads[0] if reads[0] == reads[1] else None
+
+
+def _cached_since(before, after, prompt_tokens: int) -> int | None:
+    """This request's cached tokens, from the engine's counters before it started and after its
+    prefill: exact when exactly this one request was counted in between, else unknown (None).
+    The engine counts a request's prompt before yielding its first token and serialises requests,
+    so nothing else can be counted while this stream holds it."""
+    if before is None or after is None:
+        return None
+    requests, prompt, cached = (a - b for a, b in zip(after, before))
+    if requests != 1 or prompt != prompt_tokens or not 0 <= cached < max(prompt_tokens, 1):
+        return None
+    return int(cached)
+
+
+def _prometheus(payload: dict[str, Any]) -> str:
+    lines = []
+    for section in ("engine", "server"):
+        for key, value in payload[section].items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            lines.append(f"hitrate_{section}_{key} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def serve(
+    engine: Engine,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    served_model_names: Sequence[str] | None = None,
+    default_max_tokens: int = 4096,
+    log_level: str = "info",
+) -> None:
+    """Run the server in the foreground until interrupted."""
+    import uvicorn
+
+    app = create_app(engine, served_model_names=served_model_names, default_max_tokens=default_max_tokens)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -1,0 +1,340 @@
+"""Format-independent chat serving: a wire-neutral request -> prompt ids -> engine -> parsed reply.
+
+Both HTTP front ends (OpenAI and Anthropic wire formats) and in-process callers go through
+`ChatService`: it encodes the conversation with `ChatFormat` (so each turn extends the previous
+one's tokens), turns cache-control marks into an eviction pin, calls the engine, parses tool calls
+out of the generated text and remembers the reply's exact token ids for the next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, AsyncIterator, Iterator, Literal, Sequence
+
+from pydantic import ValidationError
+
+from hitrate.engine.api import (
+    ContextLengthError,
+    Engine,
+    EngineError,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+)
+from hitrate.engine.chat import ChatFormat, ChatMessage
+from hitrate.engine.toolcalls import ParsedReply, ToolCall, ToolCallStreamSplitter, parse_tool_calls
+
+
+class RequestError(EngineError):
+    """A request the wire layer rejects (HTTP 400), with the offending parameter when known."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic error as one readable line: `messages.0.role: Input should be ...; ...`."""
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(x) for x in err["loc"]) or "body"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 5
+    return "invalid request: " + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+@dataclass
+class MarkedPrefix:
+    """A cache-control mark: the conversation cut just after the marked block, and its TTL."""
+
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]]
+    ttl_s: float
+
+
+@dataclass
+class ChatRequest:
+    """One chat call in wire-neutral form. `tools` use the OpenAI function schema (HF templates' input)."""
+
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int | None = None  # None: the server default, capped by the room left in the context
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    salt: str = ""
+    parse_tool_calls: bool = True  # False for tool_choice "none": call markup stays plain text
+    template_kwargs: dict[str, Any] | None = None
+    marks: list[MarkedPrefix] = field(default_factory=list)
+    pin_whole_prompt_ttl_s: float | None = None  # Anthropic's top-level (automatic) cache_control
+    call_id_prefix: str = "call_"  # ids for parsed tool calls: OpenAI "call_...", Anthropic "toolu_..."
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t.get("function", {}).get("name", "") for t in self.tools]
+
+    @property
+    def is_prefill(self) -> bool:
+        return bool(self.messages) and self.messages[-1].role == "assistant"
+
+
+@dataclass
+class PreparedCall:
+    request: ChatRequest
+    generation: GenerationRequest
+    pin_ttl_by_tokens: dict[int, float] = field(default_factory=dict)  # every mark: prefix length -> TTL
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.generation.prompt_ids)
+
+
+@dataclass
+class Reply:
+    """The finished assistant turn, ready to be written in either wire format."""
+
+    content: str
+    tool_calls: list[ToolCall]
+    finish: Literal["stop", "length", "tool_calls"]
+    stop_sequence: str | None
+    result: GenerationResult
+    invalid_tool_calls: list[str]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.result.prompt_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.result.cached_tokens
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ChatService:
+    """Chat on top of an `Engine`. Thread-safe; the engine itself serialises generation."""
+
+    def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096) -> None:
+        self.engine = engine
+        self.chat = chat or ChatFormat(engine.tokenizer)
+        self.default_max_tokens = default_max_tokens
+
+    # ----------------------------------------------------------------- request -> prompt
+
+    def prepare(self, request: ChatRequest) -> PreparedCall:
+        """Encode the prompt, size max_tokens, compute the pin. Raises EngineError on bad input."""
+        ids = self.chat.encode(request.messages, request.tools, salt=request.salt,
+                               template_kwargs=request.template_kwargs)
+        room = self.engine.max_context - len(ids)
+        if room <= 0:
+            raise ContextLengthError(
+                f"prompt is too long: {len(ids)} tokens, but the model's context window is "
+                f"{self.engine.max_context} tokens (no room left to generate)"
+            )
+        if request.max_tokens is None:
+            max_tokens = min(self.default_max_tokens, room)
+        elif request.max_tokens > room:
+            raise ContextLengthError(
+                f"prompt ({len(ids)} tokens) plus max_tokens ({request.max_tokens}) exceeds the model's "
+                f"context window of {self.engine.max_context} tokens; lower max_tokens to at most {room} "
+                "or shorten the conversation"
+            )
+        else:
+            max_tokens = request.max_tokens
+        pins = self._pins(request, ids)
+        pin_tokens, pin_ttl = max(pins.items(), default=(0, 0.0))
+        params = SamplingParams(
+            max_tokens=max_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            stop=tuple(dict.fromkeys(request.stop + self.chat.stop_strings)),
+            seed=request.seed,
+        )
+        generation = GenerationRequest(prompt_ids=ids, params=params, salt=request.salt,
+                                       pin_tokens=pin_tokens, pin_ttl_s=pin_ttl)
+        return PreparedCall(request=request, generation=generation, pin_ttl_by_tokens=pins)
+
+    def _pins(self, request: ChatRequest, ids: list[int]) -> dict[int, float]:
+        """Prefix length (tokens) covered by each cache-control mark -> its TTL in seconds.
+
+        A mark's prefix is measured as the tokens the full prompt shares with the conversation cut
+        just after the marked block, so it is exact whatever the template does around the cut.
+        """
+        pins: dict[int, float] = {}
+        if request.pin_whole_prompt_ttl_s:
+            pins[len(ids)] = request.pin_whole_prompt_ttl_s
+        for mark in request.marks:
+            if not mark.messages:
+                continue
+            try:
+                cut = self.chat.encode(mark.messages, mark.tools, salt=request.salt,
+                                       template_kwargs=request.template_kwargs, add_generation_prompt=False)
+            except EngineError:
+                continue  # a template that cannot render the cut alone: the mark pins nothing
+            n = common_prefix_length(ids, cut)
+            if n:
+                pins[n] = max(pins.get(n, 0.0), mark.ttl_s)
+        return pins
+
+    # ----------------------------------------------------------------- generation
+
+    def run(self, request: ChatRequest) -> Reply:
+        """Prepare and complete in one blocking call (in-process use)."""
+        return self.complete(self.prepare(request))
+
+    def complete(self, prepared: PreparedCall) -> Reply:
+        """Generate the whole reply (blocking)."""
+        result = self.engine.generate(prepared.generation)
+        parsed = self._parse(prepared, result.text)
+        return self._finish(prepared, result, parsed.content, parsed)
+
+    def stream(self, prepared: PreparedCall) -> Iterator[str | Reply]:
+        """Generate with streaming (blocking iterator): one text delta per generated token, then the
+        `Reply`. A delta is empty while text is held back because a tool call may be starting (the
+        call arrives parsed in the Reply), or while a multi-byte character is incomplete.
+
+        Close the iterator if you stop early: that stops the engine and frees it for the next request.
+        """
+        request = prepared.request
+        parse = bool(request.tools) and request.parse_tool_calls
+        splitter = ToolCallStreamSplitter(tools_offered=parse)
+        sent: list[str] = []
+        result: GenerationResult | None = None
+        engine_stream = self.engine.stream(prepared.generation)
+        try:
+            for item in engine_stream:
+                if isinstance(item, GenerationResult):
+                    result = item
+                    continue
+                text = splitter.feed(item.text) if parse else item.text
+                sent.append(text)
+                yield text
+        finally:
+            close = getattr(engine_stream, "close", None)
+            if close is not None:
+                close()
+        if result is None:
+            raise EngineError("the engine stream ended without a result")
+        tail = splitter.finish(request.tool_names) if parse else ParsedReply(content="")
+        if tail.content:
+            sent.append(tail.content)
+            yield tail.content
+        yield self._finish(prepared, result, "".join(sent), tail)
+
+    def _parse(self, prepared: PreparedCall, text: str) -> ParsedReply:
+        request = prepared.request
+        if request.tools and request.parse_tool_calls:
+            return parse_tool_calls(text, request.tool_names)
+        return ParsedReply(content=text)  # as generated, exactly what a stream would have sent
+
+    def _finish(self, prepared: PreparedCall, result: GenerationResult, content: str, parsed: ParsedReply) -> Reply:
+        calls = [replace(c, id=c.id or new_call_id(prepared.request.call_id_prefix)) for c in parsed.tool_calls]
+        if not prepared.request.is_prefill:
+            # Remember the exact ids, keyed by what the client will echo back, so the next turn's
+            # prompt contains this reply token for token (and hits the cache through it).
+            self.chat.remember_reply(salt=prepared.request.salt, content=content, tool_calls=calls,
+                                     token_ids=result.token_ids)
+        finish: Literal["stop", "length", "tool_calls"] = result.finish_reason
+        if calls and finish == "stop":
+            finish = "tool_calls"
+        return Reply(content=content, tool_calls=calls, finish=finish,
+                     stop_sequence=self._matched_stop(prepared, result), result=result,
+                     invalid_tool_calls=list(parsed.invalid))
+
+    def _matched_stop(self, prepared: PreparedCall, result: GenerationResult) -> str | None:
+        """Which stop string ended generation, if one did (the engine cuts it from `text`)."""
+        stops = prepared.generation.params.stop
+        if result.finish_reason != "stop" or not stops:
+            return None
+        full = self.engine.tokenizer.decode(result.token_ids, skip_special_tokens=True)
+        rest = full[len(result.text):] if full.startswith(result.text) else full
+        for stop in stops:
+            if rest.startswith(stop):
+                return None if stop in self.chat.stop_strings else stop
+        return None
+
+    # ----------------------------------------------------------------- async helpers
+
+    async def prepare_async(self, request: ChatRequest) -> PreparedCall:
+        return await asyncio.to_thread(self.prepare, request)
+
+    async def complete_async(self, prepared: PreparedCall) -> Reply:
+        return await asyncio.to_thread(self.complete, prepared)
+
+    def stream_async(self, prepared: PreparedCall) -> "ThreadedStream":
+        """`stream` run in a worker thread; iterate it with `async for` (call `start()` first to
+        begin generating before iterating)."""
+        return ThreadedStream(lambda: self.stream(prepared))
+
+
+_DONE = object()
+
+
+class ThreadedStream:
+    """Runs a blocking generator in a worker thread and hands its items to the event loop.
+
+    The event loop never blocks on the engine. If the consumer stops early (client disconnect),
+    `cancel` tells the worker to close the generator after its next item, so the engine stops
+    and releases whatever it holds.
+    """
+
+    def __init__(self, factory) -> None:
+        self._factory = factory
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._cancelled = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def put(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            except RuntimeError:  # the event loop is gone (server shutting down): stop producing
+                self._cancelled.set()
+
+        def work() -> None:
+            generator = None
+            try:
+                generator = self._factory()
+                for item in generator:
+                    put(item)
+                    if self._cancelled.is_set():
+                        break
+            except BaseException as exc:  # delivered to the consumer, which maps it to an error
+                put(exc)
+            finally:
+                if generator is not None and hasattr(generator, "close"):
+                    generator.close()
+                put(_DONE)
+
+        self._thread = threading.Thread(target=work, name="engine-stream", daemon=True)
+        self._thread.start()
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        if self._thread is None:
+            self.start()
+        while True:
+            item = await self._queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+
+def new_call_id(prefix: str = "call_") -> str:
+    return prefix + uuid.uuid4().hex[:24]

@@ -1,0 +1,341 @@
+"""Anthropic Messages wire format: request models, conversion to `ChatRequest`, response shapes.
+
+Usage follows Anthropic: `input_tokens` counts only the prompt tokens that were neither read from
+the cache nor written under a cache_control mark, so that
+`input_tokens + cache_creation_input_tokens + cache_read_input_tokens` is the whole prompt.
+
+The engine caches every prompt automatically (like OpenAI), so what counts as a cache *write* is
+defined by the marks: the tokens between the cached prefix and the furthest marked prefix are
+reported as `cache_creation_input_tokens` (split by the mark's TTL in `cache_creation`); without
+marks nothing is reported as written and the uncached remainder is `input_tokens`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+
+from hitrate.engine.chat import ChatMessage
+from hitrate.engine.serving import ChatRequest, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
+from hitrate.engine.toolcalls import ToolCall
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class CacheControl(_Lenient):
+    type: Literal["ephemeral"] = "ephemeral"
+    ttl: Literal["5m", "1h"] = "5m"
+
+
+class TextBlock(_Lenient):
+    type: Literal["text"]
+    text: str
+    cache_control: CacheControl | None = None
+
+
+class ToolUseBlock(_Lenient):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    cache_control: CacheControl | None = None
+
+
+class ToolResultBlock(_Lenient):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[TextBlock] | None = None
+    is_error: bool = False
+    cache_control: CacheControl | None = None
+
+
+class ThinkingBlock(_Lenient):
+    type: Literal["thinking", "redacted_thinking"]
+
+
+class OtherBlock(_Lenient):
+    type: str
+
+
+def _block_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if kind == "redacted_thinking":
+        return "thinking"
+    return kind if kind in ("text", "tool_use", "tool_result", "thinking") else "other"
+
+
+# Discriminated by `type`, so a malformed known block (a text block without text) is reported as
+# such instead of slipping through as an unknown kind.
+Block = Annotated[
+    Union[
+        Annotated[TextBlock, Tag("text")],
+        Annotated[ToolUseBlock, Tag("tool_use")],
+        Annotated[ToolResultBlock, Tag("tool_result")],
+        Annotated[ThinkingBlock, Tag("thinking")],
+        Annotated[OtherBlock, Tag("other")],
+    ],
+    Discriminator(_block_kind),
+]
+
+
+class Message(_Lenient):
+    role: Literal["user", "assistant"]
+    content: str | list[Block]
+
+
+class ToolDef(_Lenient):
+    name: str = Field(min_length=1)
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    cache_control: CacheControl | None = None
+
+
+class ToolChoice(_Lenient):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+
+
+class MessagesRequest(_Lenient):
+    model: str
+    max_tokens: int = Field(ge=0)
+    messages: list[Message] = Field(min_length=1)
+    system: str | list[TextBlock] | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: ToolChoice | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=1.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool = False
+    thinking: dict[str, Any] | None = None
+    output_config: dict[str, Any] | None = None
+    cache_control: CacheControl | None = None  # automatic caching: one breakpoint on the last block
+    cache_salt: str | None = None
+
+
+def _block_text(block: TextBlock | ToolResultBlock) -> str:
+    if isinstance(block, TextBlock):
+        return block.text
+    if block.content is None or isinstance(block.content, str):
+        text = block.content or ""
+    else:
+        text = "\n".join(b.text for b in block.content)
+    # The error flag has no place in chat templates: say it in the text the model reads.
+    return f"Error: {text}" if block.is_error else text
+
+
+def _system_text(system: str | list[TextBlock] | None, upto: int | None = None) -> str:
+    if system is None or isinstance(system, str):
+        return system or ""
+    blocks = system if upto is None else system[: upto + 1]
+    return "\n".join(b.text for b in blocks)
+
+
+def _tools(tools: list[ToolDef] | None) -> list[dict[str, Any]]:
+    out = []
+    for t in tools or []:
+        fn: dict[str, Any] = {"name": t.name, "parameters": t.input_schema}
+        if t.description is not None:
+            fn = {"name": t.name, "description": t.description, "parameters": t.input_schema}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _convert_message(m: Message, index: int, tool_names: dict[str, str], upto: int | None = None) -> list[ChatMessage]:
+    """One Anthropic message -> neutral messages (tool results become `tool` messages, in order)."""
+    where = f"messages[{index}]"
+    if isinstance(m.content, str):
+        return [ChatMessage(role=m.role, content=m.content)]
+    blocks = m.content if upto is None else m.content[: upto + 1]
+    if m.role == "assistant":
+        texts, calls = [], []
+        for b in blocks:
+            if isinstance(b, TextBlock):
+                texts.append(b.text)
+            elif isinstance(b, ToolUseBlock):
+                calls.append(ToolCall(name=b.name, arguments=b.input, id=b.id))
+                tool_names[b.id] = b.name
+            elif isinstance(b, ThinkingBlock):
+                continue  # thinking from elsewhere; this engine's own reasoning stays inside its text
+            else:
+                raise RequestError(f"{where}: content blocks of type {b.type!r} are not supported in assistant turns")
+        return [ChatMessage(role="assistant", content="".join(texts), tool_calls=tuple(calls))]
+    out: list[ChatMessage] = []
+    pending_text: list[str] = []
+
+    def flush() -> None:
+        if pending_text:
+            out.append(ChatMessage(role="user", content="\n".join(pending_text)))
+            pending_text.clear()
+
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            pending_text.append(b.text)
+        elif isinstance(b, ToolResultBlock):
+            flush()
+            out.append(ChatMessage(role="tool", content=_block_text(b), tool_call_id=b.tool_use_id,
+                                   name=tool_names.get(b.tool_use_id)))
+        else:
+            raise RequestError(f"{where}: content blocks of type {b.type!r} are not supported (text and "
+                               "tool_result only in user turns)")
+    flush()
+    return out
+
+
+def _conversation(body: MessagesRequest, *, system_upto: int | None = None,
+                  message_upto: tuple[int, int] | None = None) -> list[ChatMessage]:
+    """The neutral conversation, optionally cut after a system block or after block j of message i."""
+    messages: list[ChatMessage] = []
+    system = _system_text(body.system, system_upto)
+    if system:
+        messages.append(ChatMessage(role="system", content=system))
+    if system_upto is not None:
+        # Templates cannot render a system prompt alone; the empty user turn after it falls
+        # outside the common prefix that measures the mark.
+        return messages + [ChatMessage(role="user", content="")]
+    tool_names: dict[str, str] = {}
+    for i, m in enumerate(body.messages):
+        if message_upto is not None and i == message_upto[0]:
+            messages.extend(_convert_message(m, i, tool_names, upto=message_upto[1]))
+            break
+        messages.extend(_convert_message(m, i, tool_names))
+    return messages
+
+
+def _marks(body: MessagesRequest, tools: list[dict[str, Any]]) -> list[MarkedPrefix]:
+    """Every cache_control mark as the conversation cut just after the marked block."""
+    marks: list[MarkedPrefix] = []
+    # Templates print the system prompt before the tool list, so a tool mark covers the whole
+    # system prompt and the tools up to the marked one.
+    whole_system = _conversation(body, system_upto=len(body.system) if isinstance(body.system, list) else 0)
+    for i, t in enumerate(body.tools or []):
+        if t.cache_control:
+            marks.append(MarkedPrefix(whole_system, tools[: i + 1], TTL_SECONDS[t.cache_control.ttl]))
+    if isinstance(body.system, list):
+        for i, b in enumerate(body.system):
+            if b.cache_control:
+                marks.append(MarkedPrefix(_conversation(body, system_upto=i), tools, TTL_SECONDS[b.cache_control.ttl]))
+    for i, m in enumerate(body.messages):
+        if isinstance(m.content, str):
+            continue
+        for j, b in enumerate(m.content):
+            cc = getattr(b, "cache_control", None)
+            if isinstance(cc, CacheControl):
+                marks.append(MarkedPrefix(_conversation(body, message_upto=(i, j)), tools, TTL_SECONDS[cc.ttl]))
+    return marks
+
+
+def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesRequest, ChatRequest]:
+    try:
+        body = MessagesRequest.model_validate(payload)
+    except ValidationError as exc:
+        raise RequestError(validation_message(exc)) from exc
+    if body.top_k is not None:
+        raise RequestError("top_k is not supported by this server; use temperature and top_p", param="top_k")
+    if body.thinking and body.thinking.get("type") not in (None, "disabled"):
+        raise RequestError("extended thinking parameters are not supported; a reasoning model's thinking is "
+                           "returned inside its text", param="thinking")
+    if body.output_config and body.output_config.get("format"):
+        raise RequestError("output_config.format (structured output) needs constrained decoding, which this "
+                           "server does not do", param="output_config")
+    parse_calls = True
+    if body.tool_choice is not None:
+        if body.tool_choice.type in ("any", "tool"):
+            raise RequestError("tool_choice 'any' or 'tool' needs constrained decoding, which this server does "
+                               "not do; use 'auto' or 'none'", param="tool_choice")
+        parse_calls = body.tool_choice.type != "none"
+    if body.max_tokens == 0 and body.stream:
+        raise RequestError("max_tokens: 0 (cache pre-warm) cannot be streamed", param="max_tokens")
+    tools = _tools(body.tools)
+    salt = salt_header if salt_header is not None else (body.cache_salt or "")
+    request = ChatRequest(
+        messages=_conversation(body),
+        tools=tools,
+        max_tokens=body.max_tokens,
+        temperature=1.0 if body.temperature is None else body.temperature,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        stop=tuple(s for s in body.stop_sequences or () if s),
+        salt=salt,
+        parse_tool_calls=parse_calls,
+        marks=_marks(body, tools),
+        pin_whole_prompt_ttl_s=TTL_SECONDS[body.cache_control.ttl] if body.cache_control else None,
+        call_id_prefix="toolu_",
+    )
+    return body, request
+
+
+def count_tokens_request(payload: Any) -> ChatRequest:
+    """`/v1/messages/count_tokens` takes a Messages body without max_tokens."""
+    if isinstance(payload, dict):
+        payload = {"max_tokens": 1, **payload}
+    return parse_request(payload, salt_header=None)[1]
+
+
+# --------------------------------------------------------------------- responses
+
+
+def error_body(message: str, *, type_: str = "invalid_request_error") -> dict[str, Any]:
+    return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+def usage(prepared: PreparedCall, prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Anthropic's buckets: read + written (under marks, by TTL) + uncached input = prompt."""
+    writes = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0}
+    covered = cached_tokens
+    # Pins sorted by length: each mark writes the tokens between the previous covered point and
+    # its own end (1h marks come first in a valid request, so the split follows Anthropic's rule).
+    for end, ttl in sorted(prepared.pin_ttl_by_tokens.items()):
+        end = min(end, prompt_tokens)
+        if end > covered:
+            key = "ephemeral_1h_input_tokens" if ttl >= 3600 else "ephemeral_5m_input_tokens"
+            writes[key] += end - covered
+            covered = end
+    written = writes["ephemeral_5m_input_tokens"] + writes["ephemeral_1h_input_tokens"]
+    return {
+        "input_tokens": prompt_tokens - cached_tokens - written,
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": cached_tokens,
+        "cache_creation": writes,
+    }
+
+
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def stop_reason(reply: Reply) -> str:
+    if reply.stop_sequence is not None:
+        return "stop_sequence"
+    return STOP_REASONS[reply.finish]
+
+
+def content_blocks(reply: Reply, *, prewarm: bool = False) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.content or (not reply.tool_calls and not prewarm):
+        blocks.append({"type": "text", "text": reply.content})
+    blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in reply.tool_calls)
+    return blocks
+
+
+def new_message_id() -> str:
+    return "msg_" + uuid.uuid4().hex[:24]
+
+
+def message(message_id: str, model: str, prepared: PreparedCall, reply: Reply, *, prewarm: bool = False) -> dict[str, Any]:
+    r = reply.result
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content_blocks(reply, prewarm=prewarm),
+        "stop_reason": stop_reason(reply),
+        "stop_sequence": reply.stop_sequence,
+        "usage": usage(prepared, r.prompt_tokens, r.cached_tokens, r.completion_tokens),
+    }

@@ -1,0 +1,35 @@
+"""`hitrate demo`: the offline main job (see hitrate.evals.demo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from hitrate.harness.models import ModelSpecError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo_command)
+
+
+def demo_command(
+    db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
+    cache: Annotated[Optional[Path], typer.Option("--cache-dir", help="Where the tiny demo model is built (default: $HITRATE_CACHE_DIR or the user cache dir).")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Tasks run at once.")] = 2,
+) -> None:
+    """Offline, no key needed: a fixed subset of the bundled eval suite replayed through the bundled
+    engine with a tiny random-weight model, cache-aware layout vs naive layout, then the report.
+    A caching demonstration, not model quality. Exits 1 if a task did not pass."""
+    from hitrate.evals.demo import run_demo
+
+    try:
+        result = run_demo(db=db, cache=cache, workers=workers)
+    except ModelSpecError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130)
+    raise typer.Exit(0 if result.ok else 1)

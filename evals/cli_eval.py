@@ -1,0 +1,165 @@
+"""`hitrate eval`: run the agent over a suite, grade every task, record every call."""
+
+from __future__ import annotations
+
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from hitrate.evals.progress import RichProgress
+from hitrate.evals.replay import ReplayError
+from hitrate.evals.runner import EvalError, EvalRun, run_eval
+from hitrate.evals.settings import EvalSettings
+from hitrate.evals.shard import parse_shard
+from hitrate.evals.task import SuiteFormatError, resolve_suite_path
+from hitrate.harness.defaults import default_model
+from hitrate.harness.models import ModelSpecError
+from hitrate.store.ledger import Ledger, default_ledger_path
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 1  # infra errors left: `--resume` runs those tasks again
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class LayoutChoice(StrEnum):
+    cache_aware = "cache-aware"
+    naive = "naive"
+
+
+class CacheChoice(StrEnum):
+    cold = "cold"
+    warm = "warm"
+
+
+class PolicyChoice(StrEnum):
+    model = "model"
+    replay = "replay"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def _fail(console: Console, message: str, code: int = EXIT_USAGE) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _nonce_of(db: Path, run_id: str) -> str:
+    with Ledger(db) as ledger:
+        try:
+            run = ledger.get_run(run_id)
+        except KeyError as exc:
+            raise EvalError(f"no run {run_id!r} in {db} to take the cache nonce from") from exc
+    nonce = (run.config.get("settings") or {}).get("nonce")
+    if not nonce:
+        raise EvalError(f"run {run_id} sent no nonce (it was a warm run); nothing to reuse")
+    return str(nonce)
+
+
+def eval_command(
+    suite: Annotated[Optional[str], typer.Argument(help="Suite folder or bundled suite name (default: the bundled 'basic' suite).")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="provider/model, as for `hitrate run` (default: $HITRATE_MODEL, the config file, ...).")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Tasks run at once.")] = 1,
+    layout: Annotated[Optional[LayoutChoice], typer.Option("--layout", help="cache-aware (the projection) or naive (volatile system prompt, unsorted tools, no cache marks).")] = None,
+    cache: Annotated[Optional[CacheChoice], typer.Option("--cache", help="cold: a per-run nonce starts every prompt, nothing cached before can hit; warm: reuse earlier caches.")] = None,
+    tries: Annotated[Optional[int], typer.Option("--tries", min=1, max=2, help="2: failing test output goes back to the agent once.")] = None,
+    policy: Annotated[Optional[PolicyChoice], typer.Option("--policy", help="model: the model decides; replay: a recorded tool-call sequence does (see --replay-from).")] = None,
+    replay_from: Annotated[Optional[str], typer.Option("--replay-from", help="With --policy replay: the run whose recorded turns to replay (default: the suite's reference sequences).")] = None,
+    task: Annotated[Optional[list[str]], typer.Option("--task", "-t", help="Only this task (repeatable).")] = None,
+    shard: Annotated[Optional[str], typer.Option("--shard", help="i/n: only the i-th of n deterministic shards of the tasks.")] = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Finish this run: skip finished tasks, rerun infra errors and unfinished ones.")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (give the same one to every shard, then merge the ledgers).")] = None,
+    nonce_from: Annotated[Optional[str], typer.Option("--nonce-from", help="Warm run: send the nonce of this earlier cold run, to reuse what it cached.")] = None,
+    max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each call (default 4096; 16 when replaying).")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="A name for the run.")] = None,
+    db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
+    keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each task's workspace copy (its path goes in the task's ledger detail).")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Print the run's report at the end.")] = True,
+) -> None:
+    """Run the agent over SUITE: each task in a fresh copy of its workspace, under its limits, then
+    graded with its hidden tests. Every call goes to the ledger, tagged with the run, task, session,
+    layout and cache mode. Exit codes: 0 finished, 1 infra errors left (rerun them with --resume),
+    2 bad arguments, 130 interrupted."""
+    console = _console()
+    db_path = db or default_ledger_path()
+    settings: EvalSettings | None = None
+    if resume is not None:
+        given = {"suite": suite, "--model": model, "--layout": layout, "--cache": cache, "--tries": tries, "--policy": policy,
+                 "--replay-from": replay_from, "--task": task, "--shard": shard, "--run-id": run_id, "--nonce-from": nonce_from,
+                 "--max-output-tokens": max_output_tokens, "--label": label}  # fmt: skip
+        clash = [name for name, value in given.items() if value]
+        if clash:
+            _fail(console, f"--resume keeps the run's own settings; drop {', '.join(clash)}")
+    else:
+        try:
+            if shard is not None:
+                parse_shard(shard)
+            suite_path = resolve_suite_path(suite).resolve()
+            spec = model or default_model()
+            cache_mode = (cache or CacheChoice.cold).value
+            if nonce_from is not None and cache_mode != "warm":
+                _fail(console, "--nonce-from is for warm runs: add --cache warm")
+            if replay_from is not None and policy is not PolicyChoice.replay:
+                _fail(console, "--replay-from needs --policy replay")
+            settings = EvalSettings(
+                suite=str(suite_path),
+                model=spec,
+                layout=(layout or LayoutChoice.cache_aware).value,
+                cache_mode=cache_mode,
+                tries=tries or 1,
+                policy=(policy or PolicyChoice.model).value,
+                replay_from=replay_from,
+                task_ids=list(task) if task else None,
+                shard=shard,
+                nonce=_nonce_of(db_path, nonce_from) if nonce_from else None,
+                max_output_tokens=max_output_tokens,
+                label=label,
+            )
+        except (FileNotFoundError, ModelSpecError, EvalError, ValueError) as exc:
+            _fail(console, str(exc))
+
+    cancel = threading.Event()
+    title = "eval" if settings is None else f"eval {settings.layout} · {settings.cache_mode}"
+    try:
+        with RichProgress(title, console=console) as progress:
+            result = run_eval(settings, db_path=db_path, resume=resume, run_id=run_id, workers=workers, observer=progress, cancel=cancel,
+                              keep_workspaces=keep_workspaces)  # fmt: skip
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: finished tasks are recorded; `hitrate eval --resume <run>` runs the rest")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    except (EvalError, ReplayError, SuiteFormatError, ModelSpecError, FileNotFoundError, ValueError) as exc:
+        _fail(console, str(exc))
+    _summary(console, result, db_path, report)
+    raise typer.Exit({"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_INCOMPLETE))
+
+
+def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool) -> None:
+    ran = len(result.results)
+    console.print(
+        f"run [bold]{result.run_id}[/bold]: {result.status}; {ran} task(s) run"
+        + (f", {len(result.skipped)} already finished" if result.skipped else ""),
+        highlight=False,
+    )
+    for item in result.results:
+        if item.outcome != "pass" and item.detail:
+            console.print(f"  {item.name}: {item.outcome}: {escape(item.detail[:200])}", highlight=False)
+    if show_report:
+        from hitrate.evals.report import load_report
+        from hitrate.evals.report_render import tables
+
+        console.print(tables(load_report(db_path, [result.run_id])))
+    console.print(f"report: hitrate report {result.run_id} --db {db_path}", highlight=False)
+    if result.status != "finished":
+        console.print(f"resume: hitrate eval --resume {result.run_id} --db {db_path}", highlight=False)

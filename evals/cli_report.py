@@ -1,0 +1,86 @@
+"""`hitrate report`: pass rate, cost per passed task and cache behaviour of one or more eval runs."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from hitrate.evals.plots import call_bars, cost_vs_pass_rate, save
+from hitrate.evals.report import Report, ReportError, load_report
+from hitrate.evals.report_render import html, tables
+from hitrate.store.ledger import ENV_DB
+
+FORMATS = ("table", "json", "html")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)
+
+
+def report_command(
+    run_ids: Annotated[list[str], typer.Argument(help="Run id(s). Several runs (e.g. cold and warm, or both layouts) are reported side by side.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or html.")] = "table",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the report to this file instead of the terminal.")] = None,
+    pictures: Annotated[
+        Optional[Path], typer.Option("--pictures", help="Also write the pictures into this folder, as PNG and SVG.")
+    ] = None,
+    task: Annotated[Optional[str], typer.Option("--task", help="Task (name or id) whose calls the per-call picture shows.")] = None,
+    png: Annotated[bool, typer.Option("--png", help="HTML: embed the pictures as PNG instead of inline SVG.")] = False,
+    db: Annotated[Optional[Path], typer.Option("--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory).")] = None,
+) -> None:
+    """Report eval runs: tasks, pass rate with a 95% Wilson interval, total cost, cost per task and
+    per passed task, tokens per bucket, hit ratio and share of calls with a hit, miss reasons,
+    task wall time and TTFT at p50 / p90 — one block per model, layout and cache mode."""
+    console = Console(stderr=True)
+    if fmt not in FORMATS:
+        _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if db is not None and not db.exists():
+        _fail(console, f"ledger file {db} does not exist")
+    try:
+        report = load_report(db, run_ids, trajectory_task=task)
+    except ReportError as exc:
+        _fail(console, str(exc))
+    text = render(report, fmt, picture_format="png" if png else "svg")
+    if out is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        console.print(f"report written to {out}", highlight=False)
+    if pictures is not None:
+        for path in write_pictures(report, pictures):
+            console.print(f"picture written to {path}", highlight=False)
+
+
+def render(report: Report, fmt: str, *, picture_format: str = "svg") -> str:
+    if fmt == "json":
+        return report.model_dump_json(indent=1) + "\n"
+    if fmt == "html":
+        return html(report, picture_format=picture_format)
+    buf = io.StringIO()
+    Console(file=buf, width=200, force_terminal=False, color_system=None).print(tables(report))
+    return buf.getvalue()
+
+
+def write_pictures(report: Report, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = [("cost_per_passed_task_vs_pass_rate", cost_vs_pass_rate(report.blocks))]
+    if report.trajectory is not None:
+        figures.append(("calls_per_task", call_bars(report.trajectory)))
+    written = []
+    for stem, fig in figures:
+        for suffix in ("png", "svg"):
+            path = folder / f"{stem}.{suffix}"
+            save(fig, str(path))
+            written.append(path)
+    return written
+
+
+def _fail(console: Console, message: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)

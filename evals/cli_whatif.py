@@ -1,0 +1,168 @@
+"""`hitrate whatif`: a recorded run (or session, or task) replayed through other providers' caches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hitrate.evals.whatif import LoadedRequests, WhatIfError, WhatIfOptions, WhatIfResult, load_requests, parse_target, whatif
+from hitrate.store.cost import UsageTotals
+from hitrate.store.ledger import ENV_DB, Ledger
+from hitrate.store.prices import PriceTable
+
+_BUCKET_COLUMNS = (
+    ("fresh", "fresh_input"),
+    ("write 5m", "cache_write_5m"),
+    ("write 1h", "cache_write_1h"),
+    ("write 30m", "cache_write_30m"),
+    ("read", "cache_read"),
+    ("output", "output"),
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("whatif")(whatif_command)
+
+
+def whatif_command(
+    ident: Annotated[str, typer.Argument(help="Run, session or task id whose recorded requests to replay.")],
+    targets: Annotated[
+        list[str],
+        typer.Option(
+            "--as",
+            help="anthropic/<model>, openai/<model>, deepseek/<model>, gemini/<model> or local. Repeat to compare several.",
+        ),
+    ],
+    ttl: Annotated[str, typer.Option("--ttl", help="Anthropic: TTL of the planned marks, 5m or 1h (recorded marks keep theirs).")] = "5m",
+    marks: Annotated[str, typer.Option("--marks", help="planned (as the projection places them) or recorded.")] = "planned",
+    naive: Annotated[bool, typer.Option("--naive", help="Replay the content assembled naively: volatile head, no marks.")] = False,
+    volatility: Annotated[str, typer.Option("--volatility", help="With --naive: the head changes per 'context' change or per 'request'.")] = "context",
+    retention: Annotated[str, typer.Option("--retention", help="OpenAI <= 5.5: in_memory or 24h.")] = "in_memory",
+    idle_s: Annotated[Optional[float], typer.Option("--idle-s", help="OpenAI <= 5.5 / Gemini: idle expiry in seconds.")] = None,
+    pool_tokens: Annotated[int, typer.Option("--pool-tokens", help="Local: KV pool size in tokens.")] = 1_000_000,
+    page_size: Annotated[int, typer.Option("--page-size", help="Local: tokens per KV page.")] = 1,
+    calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="Scale token estimates to the reported prompts.")] = True,
+    per_call: Annotated[bool, typer.Option("--per-call", help="Also list every request's predicted and actual buckets.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    db: Annotated[Optional[Path], typer.Option("--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory).")] = None,
+) -> None:
+    """Replay recorded requests through another provider's caching rules and prices.
+
+    Prints the predicted buckets (fresh, writes per TTL, read, output) and cost next to the ones
+    the requests really had. Anthropic: breakpoints, ~20-position lookback, TTL from request
+    start. OpenAI <= 5.5: automatic prefix, 1024 minimum, 128-token steps. OpenAI >= 5.6: exact
+    breakpoints. DeepSeek: prefix units. local: the engine's radix cache."""
+    console = Console()
+    try:
+        options = WhatIfOptions(
+            ttl=ttl,  # type: ignore[arg-type]
+            marks=marks,  # type: ignore[arg-type]
+            naive=naive,
+            volatility=volatility,  # type: ignore[arg-type]
+            retention=retention,  # type: ignore[arg-type]
+            idle_s=idle_s,
+            pool_tokens=pool_tokens,
+            page_size=page_size,
+            calibrate=calibrate,
+        )
+    except ValueError as exc:
+        _fail(console, f"bad option: {_first_error(exc)}")
+    table = PriceTable.default()
+    try:
+        parsed = [parse_target(t, table) for t in targets]
+        with Ledger(db) as ledger:
+            loaded = load_requests(ledger, ident)
+        results = [whatif(loaded.requests, target, options, table) for target in parsed]
+    except (WhatIfError, ValueError) as exc:
+        _fail(console, str(exc))
+    if as_json:
+        typer.echo(json.dumps({"scope": loaded.scope, "skipped": loaded.skipped, "results": [r.model_dump(mode="json") for r in results]}, indent=1))
+        return
+    console.print(summary_table(loaded, results))
+    for note in loaded.skipped + sorted({n for r in results for n in r.notes}):
+        console.print(f"  note: {note}", highlight=False)
+    if per_call:
+        for result in results:
+            console.print(per_call_table(result))
+
+
+def summary_table(loaded: LoadedRequests, results: list[WhatIfResult]) -> Table:
+    """One column per replay, next to the actual column; one row per bucket and figure."""
+    out = Table(title=f"what-if: {loaded.scope} ({len(loaded.requests)} requests)")
+    out.add_column("")
+    models = sorted({r.model for r in loaded.requests})
+    out.add_column(f"actual ({', '.join(models)})", justify="right")
+    for result in results:
+        out.add_column(result.target + (" naive" if result.options.naive else ""), justify="right")
+    columns = [_total_cells(results[0].actual)] + [_total_cells(r.predicted) for r in results]
+    labels = ["calls", *(label for label, _ in _BUCKET_COLUMNS), "hit ratio", "calls w/ hit", "cost"]
+    for i, label in enumerate(labels):
+        out.add_row(label, *(column[i] for column in columns))
+    return out
+
+
+def per_call_table(result: WhatIfResult) -> Table:
+    out = Table(title=f"per request: {result.target}")
+    out.add_column("#", justify="right")
+    out.add_column("t+s", justify="right")
+    out.add_column("predicted read / write / fresh", justify="right")
+    out.add_column("actual read / write / fresh", justify="right")
+    out.add_column("predicted cost", justify="right")
+    out.add_column("why")
+    start = result.calls[0].started_at if result.calls else None
+    for i, call in enumerate(result.calls):
+        actual = call.actual
+        out.add_row(
+            str(i),
+            f"{(call.started_at - start).total_seconds():.0f}" if start else "",
+            _triple(call.predicted.cache_read, call.predicted.cache_write_total, call.predicted.fresh_input),
+            _triple(actual.cache_read, actual.cache_write_total, actual.fresh_input) if actual else "-",
+            money(call.predicted_cost_usd),
+            call.note,
+        )
+    return out
+
+
+def _total_cells(totals: UsageTotals) -> list[str]:
+    cells = [str(totals.calls)]
+    for _, bucket in _BUCKET_COLUMNS:
+        value = getattr(totals, bucket)
+        unknown = totals.unknown.get(bucket, 0)
+        cells.append(f"{value:,}" + (f" (+{unknown} unknown)" if unknown else ""))
+    cells.append("-" if totals.hit_ratio is None else f"{totals.hit_ratio:.1%}")
+    cells.append("-" if totals.calls_with_hit_share is None else f"{totals.calls_with_hit_share:.0%}")
+    cost = money(totals.cost_usd)
+    if totals.cost_usd is not None and totals.unpriced_calls:
+        cost += f" (+{totals.unpriced_calls} unpriced)"
+    cells.append(cost)
+    return cells
+
+
+def _triple(read: int | None, write: int | None, fresh: int | None) -> str:
+    return " / ".join("?" if v is None else f"{v:,}" for v in (read, write, fresh))
+
+
+def money(value: float | None) -> str:
+    """Dollars, or "unknown price": an unpriced cost is never shown as $0."""
+    if value is None:
+        return "unknown price"
+    return f"${value:,.4f}" if abs(value) < 100 else f"${value:,.2f}"
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return str(exc)
+
+
+def _fail(console: Console, message: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)

@@ -1,0 +1,385 @@
+"""An eval report from the ledger: pass rate, cost per passed task and the cache behaviour behind it.
+
+Tasks are grouped into blocks by configuration: model, prompt layout (cache-aware / naive) and
+cache mode (cold / warm). Blocks are never merged: a cold and a warm run, or the two layouts,
+each get their own figures, so one never hides behind the other's average.
+
+Per block:
+- tasks, outcome counts, pass rate over the scored tasks (infra errors and unfinished tasks are
+  left out of the denominator, which the report states) with a 95% Wilson interval;
+- total cost, cost per scored task, and cost per *passed* task (None when nothing passed);
+- tokens per bucket, the hit ratio Σread / Σ(read + writes + fresh) and, separately, the share of
+  calls with any hit;
+- a miss-reason histogram (calls, tokens and dollars each reason cost);
+- task wall time and time to first token at p50 / p90.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from hitrate.evals.stats import percentile, wilson_interval
+from hitrate.store.cost import UsageTotals, aggregate
+from hitrate.store.ledger import Ledger
+from hitrate.store.records import CallRecord, RunRecord, TaskRecord, utc_now
+
+OUTCOMES = ("pass", "fail", "agent_error", "timeout", "infra_error", "unfinished")
+_OUTCOME_ALIASES = {"passed": "pass", "failed": "fail", "error": "agent_error", "timed_out": "timeout"}
+NOT_SCORED = ("infra_error", "unfinished")
+"""Outcomes left out of the pass rate: the harness failed, not the agent, or the task is still running."""
+_LAYOUT_ORDER = {"cache-aware": 0, "naive": 1}
+_CACHE_ORDER = {"cold": 0, "warm": 1}
+
+
+class ReportError(ValueError):
+    """The report cannot be built as asked (unknown run, unknown task for the picture, ...)."""
+
+
+def normalize_outcome(outcome: str | None) -> str:
+    """pass / fail / agent_error / timeout / infra_error, "unfinished" while running; other
+    spellings the ledger may hold ("passed", "failed", "error") mapped onto these."""
+    if outcome is None:
+        return "unfinished"
+    key = outcome.strip().lower().replace("-", "_")
+    return _OUTCOME_ALIASES.get(key, key)
+
+
+def normalize_tag(tag: object) -> str | None:
+    """Layout / cache-mode tags compared without caring for "_" vs "-" or case."""
+    if tag is None or tag == "":
+        return None
+    return str(tag).strip().lower().replace("_", "-")
+
+
+class ConfigKey(BaseModel):
+    """What a block's tasks have in common."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str | None = None
+    layout: str | None = None
+    cache_mode: str | None = None
+
+    @property
+    def label(self) -> str:
+        return " · ".join(part or "?" for part in (self.model, self.layout, self.cache_mode))
+
+    def sort_key(self) -> tuple:
+        return (
+            self.model or "",
+            _LAYOUT_ORDER.get(self.layout or "", 9),
+            self.layout or "",
+            _CACHE_ORDER.get(self.cache_mode or "", 9),
+            self.cache_mode or "",
+        )
+
+
+class Quantiles(BaseModel):
+    n: int
+    p50: float | None = None
+    p90: float | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Quantiles":
+        return cls(n=len(values), p50=percentile(values, 50), p90=percentile(values, 90))
+
+
+class MissReasonRow(BaseModel):
+    reason: str
+    """The label's reason ("ttl_expired", "prefix_changed", ...); "hit" for calls that read what
+    they could; "not recorded" for calls without a label and without a read."""
+    calls: int
+    tokens: int
+    """Tokens the misses made the calls pay for as writes or fresh input (where recorded)."""
+    cost_usd: float | None
+    """What the misses cost compared with hits (where recorded)."""
+    examples: list[str] = []
+    """Up to three distinct full labels, e.g. "prefix_changed(system, line 3)"."""
+
+
+class TaskRow(BaseModel):
+    task_id: str
+    name: str
+    run_id: str | None
+    outcome: str
+    calls: int
+    cost_usd: float | None
+    wall_s: float | None
+    hit_ratio: float | None
+
+
+class Block(BaseModel):
+    """One configuration's figures."""
+
+    key: ConfigKey
+    run_ids: list[str]
+    n_tasks: int
+    outcomes: dict[str, int]
+    n_scored: int
+    """Tasks in the pass-rate denominator (all but infra errors and unfinished ones)."""
+    n_passed: int
+    pass_rate: float | None
+    pass_rate_ci95: tuple[float, float] | None
+    total_cost_usd: float | None
+    """All calls of the block, infra-error tasks included (that money was spent)."""
+    unpriced_calls: int
+    cost_per_task_usd: float | None
+    """total / scored tasks."""
+    cost_per_passed_task_usd: float | None
+    """total / passed tasks; None when no task passed."""
+    tokens: UsageTotals
+    miss_reasons: list[MissReasonRow]
+    task_wall_s: Quantiles
+    ttft_s: Quantiles
+    tasks: list[TaskRow]
+
+
+class CallBar(BaseModel):
+    """One call of a trajectory, for the stacked bar picture."""
+
+    index: int
+    read: int | None
+    write: int | None
+    fresh: int | None
+    output: int | None
+    cost_usd: float | None
+    miss_reason: str | None
+
+
+class Trajectory(BaseModel):
+    task_id: str
+    task_name: str
+    block: str
+    calls: list[CallBar]
+
+
+class RunInfo(BaseModel):
+    id: str
+    label: str | None
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    config: dict
+
+
+class Report(BaseModel):
+    generated_at: datetime
+    ledger: str
+    runs: list[RunInfo]
+    blocks: list[Block]
+    trajectory: Trajectory | None = None
+    """The calls of one task, for the per-call picture."""
+
+
+def build_report(ledger: Ledger, run_ids: Sequence[str], *, trajectory_task: str | None = None) -> Report:
+    """The report over one or more runs of `ledger`. `trajectory_task` names the task (by name or
+    id) whose calls the per-call picture shows; by default the task with the most calls in the
+    first block."""
+    if not run_ids:
+        raise ReportError("name at least one run")
+    runs: list[RunRecord] = []
+    for run_id in dict.fromkeys(run_ids):
+        try:
+            runs.append(ledger.get_run(run_id))
+        except KeyError as exc:
+            known = ", ".join(r.id for r in ledger.runs()[-5:]) or "none"
+            raise ReportError(f"no run {run_id!r} in {ledger.path} (latest runs: {known})") from exc
+
+    groups: dict[ConfigKey, _Group] = {}
+    for run in runs:
+        calls = ledger.calls(run_id=run.id)
+        by_task: dict[str | None, list[CallRecord]] = {}
+        for call in calls:
+            by_task.setdefault(call.task_id, []).append(call)
+        for task in ledger.tasks(run_id=run.id):
+            task_calls = by_task.pop(task.id, [])
+            key = _task_key(run, task, task_calls)
+            groups.setdefault(key, _Group()).add_task(run.id, task, task_calls)
+        # Calls outside any task (e.g. an interactive sitting) count towards tokens and cost only.
+        for loose in by_task.values():
+            for call in loose:
+                key = ConfigKey(
+                    model=call.model,
+                    layout=normalize_tag(call.layout) or normalize_tag(run.config.get("layout")),
+                    cache_mode=normalize_tag(call.cache_mode) or normalize_tag(run.config.get("cache_mode")),
+                )
+                groups.setdefault(key, _Group()).add_loose_call(run.id, call)
+
+    blocks = [groups[k].block(k) for k in sorted(groups, key=ConfigKey.sort_key)]
+    return Report(
+        generated_at=utc_now(),
+        ledger=str(ledger.path),
+        runs=[
+            RunInfo(id=r.id, label=r.label, status=r.status, started_at=r.started_at, finished_at=r.finished_at, config=r.config)
+            for r in runs
+        ],
+        blocks=blocks,
+        trajectory=_trajectory(groups, blocks, trajectory_task),
+    )
+
+
+def _most_common(values: Iterable[object]) -> object | None:
+    counts = Counter(v for v in values if v not in (None, ""))
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def _task_key(run: RunRecord, task: TaskRecord, calls: Sequence[CallRecord]) -> ConfigKey:
+    """A task's configuration: its own detail first, then the run's config, then its calls' tags."""
+
+    def pick(*names: str, from_calls: str) -> object | None:
+        for source in (task.detail, run.config):
+            for name in names:
+                if source.get(name) not in (None, ""):
+                    return source[name]
+        return _most_common(getattr(c, from_calls) for c in calls)
+
+    return ConfigKey(
+        model=_str(pick("model", from_calls="model")),
+        layout=normalize_tag(pick("layout", from_calls="layout")),
+        cache_mode=normalize_tag(pick("cache_mode", "cache", from_calls="cache_mode")),
+    )
+
+
+def _str(value: object | None) -> str | None:
+    return None if value is None else str(value)
+
+
+class _Group:
+    def __init__(self) -> None:
+        self.run_ids: list[str] = []
+        self.tasks: list[tuple[TaskRecord, list[CallRecord]]] = []
+        self.loose: list[CallRecord] = []
+
+    def _seen(self, run_id: str) -> None:
+        if run_id not in self.run_ids:
+            self.run_ids.append(run_id)
+
+    def add_task(self, run_id: str, task: TaskRecord, calls: list[CallRecord]) -> None:
+        self._seen(run_id)
+        self.tasks.append((task, calls))
+
+    def add_loose_call(self, run_id: str, call: CallRecord) -> None:
+        self._seen(run_id)
+        self.loose.append(call)
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return [c for _, calls in self.tasks for c in calls] + self.loose
+
+    def block(self, key: ConfigKey) -> Block:
+        outcomes = Counter(normalize_outcome(t.outcome) for t, _ in self.tasks)
+        n_scored = sum(n for outcome, n in outcomes.items() if outcome not in NOT_SCORED)
+        n_passed = outcomes.get("pass", 0)
+        calls = self.calls
+        tokens = aggregate((c.usage, c.cost_usd) for c in calls)
+        total = tokens.cost_usd
+        walls = [w for t, _ in self.tasks if (w := _wall_s(t)) is not None]
+        rows = [_task_row(t, cs) for t, cs in self.tasks]
+        return Block(
+            key=key,
+            run_ids=self.run_ids,
+            n_tasks=len(self.tasks),
+            outcomes={o: outcomes[o] for o in (*OUTCOMES, *sorted(set(outcomes) - set(OUTCOMES))) if outcomes.get(o)},
+            n_scored=n_scored,
+            n_passed=n_passed,
+            pass_rate=n_passed / n_scored if n_scored else None,
+            pass_rate_ci95=wilson_interval(n_passed, n_scored),
+            total_cost_usd=total,
+            unpriced_calls=tokens.unpriced_calls,
+            cost_per_task_usd=total / n_scored if total is not None and n_scored else None,
+            cost_per_passed_task_usd=total / n_passed if total is not None and n_passed else None,
+            tokens=tokens,
+            miss_reasons=miss_histogram(calls),
+            task_wall_s=Quantiles.of(walls),
+            ttft_s=Quantiles.of([c.ttft_s for c in calls if c.ttft_s is not None]),
+            tasks=rows,
+        )
+
+
+def _wall_s(task: TaskRecord) -> float | None:
+    recorded = task.detail.get("wall_s")
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+        return float(recorded)
+    if task.finished_at is None:
+        return None
+    return (task.finished_at - task.started_at).total_seconds()
+
+
+def _task_row(task: TaskRecord, calls: Sequence[CallRecord]) -> TaskRow:
+    totals = aggregate((c.usage, c.cost_usd) for c in calls)
+    return TaskRow(
+        task_id=task.id,
+        name=task.name,
+        run_id=task.run_id,
+        outcome=normalize_outcome(task.outcome),
+        calls=len(calls),
+        cost_usd=totals.cost_usd,
+        wall_s=_wall_s(task),
+        hit_ratio=totals.hit_ratio,
+    )
+
+
+def miss_reason_of(call: CallRecord) -> str:
+    """The reason part of a call's miss label ("prefix_changed(system, line 3)" -> "prefix_changed")."""
+    if call.miss_reason:
+        return call.miss_reason.split("(", 1)[0].strip() or call.miss_reason
+    if call.usage.cache_read:
+        return "hit"
+    return "not recorded"
+
+
+def miss_histogram(calls: Iterable[CallRecord]) -> list[MissReasonRow]:
+    """Calls, tokens and dollars per miss reason, most calls first."""
+    rows: dict[str, dict] = {}
+    for call in calls:
+        reason = miss_reason_of(call)
+        row = rows.setdefault(reason, {"calls": 0, "tokens": 0, "cost": None, "examples": []})
+        row["calls"] += 1
+        row["tokens"] += call.miss_tokens or 0
+        if call.miss_cost_usd is not None:
+            row["cost"] = (row["cost"] or 0.0) + call.miss_cost_usd
+        if call.miss_reason and call.miss_reason != reason and call.miss_reason not in row["examples"] and len(row["examples"]) < 3:
+            row["examples"].append(call.miss_reason)
+    ordered = sorted(rows.items(), key=lambda kv: (-kv[1]["calls"], kv[0]))
+    return [
+        MissReasonRow(reason=r, calls=v["calls"], tokens=v["tokens"], cost_usd=v["cost"], examples=v["examples"])
+        for r, v in ordered
+    ]
+
+
+def _trajectory(groups: dict[ConfigKey, _Group], blocks: list[Block], wanted: str | None) -> Trajectory | None:
+    candidates = [(b.key, task, calls) for b in blocks for task, calls in groups[b.key].tasks]
+    if wanted is not None:
+        chosen = next((c for c in candidates if wanted in (c[1].id, c[1].name)), None)
+        if chosen is None:
+            names = ", ".join(sorted({c[1].name for c in candidates})[:10]) or "none"
+            raise ReportError(f"no task {wanted!r} in these runs (tasks: {names})")
+    else:
+        first_block = [c for c in candidates if blocks and c[0] == blocks[0].key]
+        chosen = max(first_block, key=lambda c: len(c[2]), default=None)
+        if chosen is None or not chosen[2]:
+            return None
+    key, task, calls = chosen
+    bars = [
+        CallBar(
+            index=i,
+            read=c.usage.cache_read,
+            write=c.usage.cache_write_total,
+            fresh=c.usage.fresh_input,
+            output=c.usage.output,
+            cost_usd=c.cost_usd,
+            miss_reason=c.miss_reason,
+        )
+        for i, c in enumerate(calls)
+    ]
+    return Trajectory(task_id=task.id, task_name=task.name, block=key.label, calls=bars)
+
+
+def load_report(db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None) -> Report:
+    with Ledger(db) as ledger:
+        return build_report(ledger, run_ids, trajectory_task=trajectory_task)

@@ -1,0 +1,137 @@
+"""A `Report` as terminal tables, JSON, or a self-contained HTML page with its pictures inline."""
+
+from __future__ import annotations
+
+import base64
+from importlib import resources
+
+import jinja2
+from rich.console import Group
+from rich.table import Table
+
+from hitrate.evals.plots import call_bars, cost_vs_pass_rate, to_png, to_svg
+from hitrate.evals.report import Block, Report
+
+TEMPLATE = "report.html.j2"
+
+
+def money(value: float | None) -> str:
+    """Dollars, or "unknown price": an unpriced cost is never shown as $0."""
+    if value is None:
+        return "unknown price"
+    if value == 0:
+        return "$0"
+    return f"${value:,.4f}" if abs(value) < 100 else f"${value:,.2f}"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
+def pass_rate_text(block: Block) -> str:
+    if block.pass_rate is None:
+        return "-"
+    low, high = block.pass_rate_ci95 or (block.pass_rate, block.pass_rate)
+    return f"{block.pass_rate * 100:.1f}% [{low * 100:.0f}–{high * 100:.0f}]"
+
+
+def tokens_text(block: Block, bucket: str) -> str:
+    value = getattr(block.tokens, bucket)
+    unknown = block.tokens.unknown.get(bucket, 0)
+    return f"{value:,}" + (f" (+{unknown} calls unknown)" if unknown else "")
+
+
+def cost_text(block: Block, value: float | None) -> str:
+    text = money(value)
+    if value is not None and block.unpriced_calls:
+        text += f" (+{block.unpriced_calls} unpriced calls)"
+    return text
+
+
+def tables(report: Report) -> Group:
+    """The report as rich tables: one row per configuration block, never a merged total."""
+    runs = ", ".join(f"{r.id}" + (f" ({r.label})" if r.label else "") for r in report.runs)
+    summary = Table(title=f"eval report: {runs}", title_justify="left")
+    for column, justify in (
+        ("model · layout · cache", "left"), ("tasks", "right"), ("passed", "right"), ("pass rate [95% CI]", "right"),
+        ("total cost", "right"), ("cost / task", "right"), ("cost / passed task", "right"), ("hit ratio", "right"),
+        ("calls w/ hit", "right"), ("wall p50 / p90", "right"), ("TTFT p50 / p90", "right"),
+    ):
+        summary.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for b in report.blocks:
+        excluded = b.n_tasks - b.n_scored
+        summary.add_row(
+            b.key.label,
+            str(b.n_tasks) + (f" ({excluded} not scored)" if excluded else ""),
+            f"{b.n_passed}/{b.n_scored}",
+            pass_rate_text(b),
+            cost_text(b, b.total_cost_usd),
+            money(b.cost_per_task_usd),
+            money(b.cost_per_passed_task_usd) if b.n_passed else "- (none passed)",
+            percent(b.tokens.hit_ratio),
+            percent(b.tokens.calls_with_hit_share, 0),
+            f"{seconds(b.task_wall_s.p50)} / {seconds(b.task_wall_s.p90)}",
+            f"{seconds(b.ttft_s.p50)} / {seconds(b.ttft_s.p90)}",
+        )
+
+    outcomes = Table(title="outcomes (infra errors and unfinished tasks are left out of the pass rate)", title_justify="left")
+    outcomes.add_column("configuration")
+    names = sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order)
+    for name in names:
+        outcomes.add_column(name, justify="right")
+    for b in report.blocks:
+        outcomes.add_row(b.key.label, *(str(b.outcomes.get(n, 0)) for n in names))
+
+    buckets = Table(title="tokens per bucket", title_justify="left")
+    buckets.add_column("configuration")
+    for label in ("calls", "read", "write 5m", "write 1h", "write 30m", "fresh", "output"):
+        buckets.add_column(label, justify="right")
+    for b in report.blocks:
+        buckets.add_row(
+            b.key.label,
+            str(b.tokens.calls),
+            *(tokens_text(b, k) for k in ("cache_read", "cache_write_5m", "cache_write_1h", "cache_write_30m", "fresh_input", "output")),
+        )
+
+    misses = Table(title="miss reasons", title_justify="left")
+    for column in ("configuration", "reason", "calls", "tokens", "cost", "e.g."):
+        misses.add_column(column, justify="right" if column in ("calls", "tokens", "cost") else "left")
+    for b in report.blocks:
+        for row in b.miss_reasons:
+            misses.add_row(b.key.label, row.reason, str(row.calls), f"{row.tokens:,}", money(row.cost_usd), "; ".join(row.examples))
+    return Group(summary, outcomes, buckets, misses)
+
+
+def _outcome_order(name: str) -> tuple[int, str]:
+    order = ("pass", "fail", "agent_error", "timeout", "infra_error", "unfinished")
+    return (order.index(name) if name in order else len(order), name)
+
+
+def html(report: Report, *, picture_format: str = "svg") -> str:
+    """A single HTML file: the tables, and both pictures inline (SVG, or PNG as base64)."""
+    if picture_format not in ("svg", "png"):
+        raise ValueError("picture_format must be svg or png")
+    pictures = []
+    figures = [("Cost per passed task vs pass rate", cost_vs_pass_rate(report.blocks))]
+    if report.trajectory is not None:
+        figures.append((f"Calls of task {report.trajectory.task_name}", call_bars(report.trajectory)))
+    for title, fig in figures:
+        if picture_format == "svg":
+            pictures.append({"title": title, "svg": to_svg(fig)})
+        else:
+            pictures.append({"title": title, "png": base64.b64encode(to_png(fig)).decode("ascii")})
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(money=money, percent=percent, seconds=seconds)
+    template = env.from_string(resources.files("hitrate.evals").joinpath(TEMPLATE).read_text(encoding="utf-8"))
+    return template.render(
+        report=report,
+        pictures=pictures,
+        pass_rate_text=pass_rate_text,
+        tokens_text=tokens_text,
+        cost_text=cost_text,
+        outcome_names=sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order),
+    )

@@ -1,0 +1,121 @@
+"""The agent loop: project -> call -> record -> run tools -> append -> repeat.
+
+It stops cleanly when the model ends its turn (a reply without tool calls), when a limit is
+reached (steps, dollars, wall time; checked before each call and after each tool round), when a
+call fails for good, or when the user cancels (a `threading.Event` or Ctrl-C). Every call made
+before the stop is already in the ledger; the result carries the session summary.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hitrate.harness.events import Finished, SessionStarted
+from hitrate.harness.policy import ModelPolicy, Policy
+from hitrate.harness.session import Cancelled, Session
+from hitrate.harness.summary import SessionSummary
+from hitrate.harness.wire_types import CallError
+
+Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "cancelled", "error"]
+
+
+class AgentLimits(BaseModel):
+    """When to stop even though the model would go on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_steps: int = Field(default=50, ge=1)
+    """Model calls at most."""
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    """Stop before a call once the recorded cost reaches this. Calls without a price count as $0."""
+    max_wall_s: float | None = Field(default=None, gt=0)
+    """Stop before a call once this many seconds have passed since the task started."""
+    show_budget: bool = True
+    """Tell the model, in the dynamic context, how many steps (and dollars) are left."""
+
+
+class AgentResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    status: Status
+    detail: str = ""
+    steps: int
+    summary: SessionSummary
+
+
+class Agent:
+    """Runs tasks in a session under limits, emitting events to the session's sink."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        policy: Policy | None = None,
+        limits: AgentLimits | None = None,
+        cancel: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.session = session
+        self.policy = policy or ModelPolicy()
+        self.limits = limits or AgentLimits()
+        self.cancel = cancel or threading.Event()
+        self.clock = clock
+
+    def _limit_reached(self, steps: int, started: float) -> tuple[Status, str] | None:
+        limits = self.limits
+        if steps >= limits.max_steps:
+            return "max_steps", f"reached the limit of {limits.max_steps} model calls"
+        spent = self.session.spent_usd
+        if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
+            return "max_cost", f"spent ${spent:.4f} of the ${limits.max_cost_usd:.4f} limit"
+        elapsed = self.clock() - started
+        if limits.max_wall_s is not None and elapsed >= limits.max_wall_s:
+            return "max_wall", f"{elapsed:.1f}s elapsed, limit {limits.max_wall_s:.1f}s"
+        return None
+
+    def _budget(self, steps: int) -> None:
+        if not self.limits.show_budget:
+            return
+        left = [f"{self.limits.max_steps - steps} model calls"]
+        if self.limits.max_cost_usd is not None:
+            left.append(f"${max(0.0, self.limits.max_cost_usd - self.session.spent_usd):.2f}")
+        self.session.extra_context["budget left"] = ", ".join(left)
+
+    def run(self, task: str) -> AgentResult:
+        """Give the model `task` and loop until it is done or a stop condition holds."""
+        session = self.session
+        session.emit(SessionStarted(session_id=session.id, model=session.route.label, workspace=str(session.workspace), task=task))
+        session.add_user_message(task)
+        started = self.clock()
+        steps = 0
+        status: Status = "end_turn"
+        detail = ""
+        try:
+            while True:
+                if self.cancel.is_set():
+                    status, detail = "cancelled", "cancelled by the user"
+                    break
+                reached = self._limit_reached(steps, started)
+                if reached is not None:
+                    status, detail = reached
+                    break
+                steps += 1
+                self._budget(steps - 1)
+                outcome = session.call(steps, self.policy, self.cancel)
+                assistant = outcome.assistant
+                if assistant is None or not assistant.tool_calls:
+                    status = "end_turn"
+                    detail = "the model ended its turn" if assistant is not None else "the model sent an empty reply"
+                    break
+                session.run_tools(steps, assistant, self.cancel)
+        except (Cancelled, KeyboardInterrupt) as exc:
+            status, detail = "cancelled", str(exc) or "cancelled by the user"
+        except CallError as exc:
+            status, detail = "error", str(exc)
+        summary = session.summary(status=status, steps=steps)
+        session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json")))
+        return AgentResult(status=status, detail=detail, steps=steps, summary=summary)

@@ -1,0 +1,145 @@
+"""`hitrate run` (the agent on a task) and `hitrate lint` (pre-flight checks of a workspace's prompt)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from hitrate.harness.agent import Agent, AgentLimits, AgentResult
+from hitrate.harness.defaults import default_model
+from hitrate.harness.dynamic_context import workspace_context
+from hitrate.harness.events import EventSink
+from hitrate.harness.models import ModelSpecError, parse_model_spec
+from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
+from hitrate.harness.router import Router, rules_for
+from hitrate.harness.session import Session, SessionConfig, session_inputs
+from hitrate.projection.lint import lint
+from hitrate.projection.project import Projector, ProjectionError
+from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
+from hitrate.store.ledger import Ledger, default_ledger_path
+
+# Exit codes: what a script calling `hitrate run` can tell apart.
+EXIT_OK = 0
+EXIT_ERROR = 1  # a call failed for good
+EXIT_USAGE = 2  # bad model spec, missing key, unreachable server, bad workspace
+EXIT_LIMIT = 3  # a step / cost / wall-time limit stopped the agent
+EXIT_CANCELLED = 130
+
+_EXIT_FOR_STATUS = {
+    "end_turn": EXIT_OK,
+    "max_steps": EXIT_LIMIT,
+    "max_cost": EXIT_LIMIT,
+    "max_wall": EXIT_LIMIT,
+    "cancelled": EXIT_CANCELLED,
+    "error": EXIT_ERROR,
+}
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_command)
+    app.command("lint")(lint_command)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _workspace(path: Path) -> Path:
+    resolved = path.expanduser().resolve()
+    if not resolved.is_dir():
+        _fail(f"workspace {resolved} is not a directory")
+    return resolved
+
+
+def run_command(
+    task: str = typer.Argument(..., help="What the agent should do."),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m",
+        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>. "
+        "Default: $HITRATE_MODEL, the config file, the first provider with a key, else a small local model.",
+    ),
+    workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project the agent works in (its tools cannot leave it)."),
+    max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
+    max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
+    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
+) -> None:
+    """Run the agent on TASK in a workspace and account for every call.
+
+    Streams the model's text and tool activity, then a summary: tokens read from cache, written,
+    fresh and output, the hit ratio, cost, and why any call missed the cache. Exit codes: 0 done,
+    1 a call failed, 2 bad model / key / workspace, 3 a limit stopped the agent, 130 cancelled."""
+    ws = _workspace(workspace)
+    try:
+        spec_text = model or default_model()
+        route = Router().resolve(spec_text)
+    except ModelSpecError as exc:
+        _fail(str(exc))
+    sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
+    limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
+    result = run_task(route, ws, task, ledger_path=db, sink=sink, limits=limits,
+                      config=SessionConfig(max_output_tokens=max_output_tokens))
+    raise typer.Exit(_EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
+
+
+def run_task(route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
+             limits: AgentLimits, config: SessionConfig, policy=None) -> AgentResult:
+    """Run one task to its end with a fresh session; the route is closed afterwards."""
+    with Ledger(ledger_path or default_ledger_path()) as ledger:
+        session = Session(route, workspace, ledger=ledger, sink=sink, config=config)
+        try:
+            return Agent(session, policy=policy, limits=limits).run(task)
+        finally:
+            session.close()
+
+
+def lint_command(
+    workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project whose prompt to check."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Check against this model's caching rules."),
+    task: str = typer.Option("(lint)", "--task", help="A stand-in first user message."),
+) -> None:
+    """Check the prompt hitrate would build for a workspace before sending it.
+
+    Flags volatile text in the cached head, per-run values in tool schemas, tool order, cache marks
+    below the model's minimum or over the provider's limit. Exits 1 on an error-level finding."""
+    ws = _workspace(workspace)
+    note = ""
+    if model is None:
+        try:
+            model = default_model()
+        except ModelSpecError:
+            model = "anthropic/claude-sonnet-5"
+            note = " (no model configured; checked against Anthropic's rules)"
+    try:
+        spec = parse_model_spec(model)
+    except ModelSpecError as exc:
+        _fail(str(exc))
+    rules, _ = rules_for(spec)
+    inputs = session_inputs(ws)
+    transcript = Transcript().append(UserMessage(content=(TextBlock(text=task),)))
+    try:
+        prompt = Projector(rules).project(
+            model=spec.model, tools=inputs.tool_specs, system=inputs.system, transcript=transcript,
+            docs=inputs.docs, context=workspace_context(ws), rules=rules,
+        )
+    except ProjectionError as exc:
+        _fail(f"cannot build the prompt: {exc}")
+    findings = lint(prompt, rules)
+    typer.echo(f"lint {ws} for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+               f"{len(prompt.breakpoints)} cache mark(s)")
+    for f in findings:
+        where = f.section or "prompt"
+        if f.location:
+            where += f" {f.location}"
+        typer.echo(f"  {f.severity:<7} {f.code} [{where}] {f.message}")
+    if not findings:
+        typer.echo("  no findings")
+    errors = sum(1 for f in findings if f.severity == "error")
+    sys.stdout.flush()
+    raise typer.Exit(1 if errors else 0)

@@ -1,0 +1,115 @@
+"""Which model to use when none is given on the command line.
+
+In order: `HITRATE_MODEL`; the `model` key of the config file (`HITRATE_CONFIG`, else
+`config.toml` in the user config directory, e.g. ~/.config/hitrate/config.toml); the first cloud
+provider whose key is in the environment; the local engine with a small open model, if its weights
+are already in the local Hugging Face cache or the hub can be reached to fetch them. With none of
+these, a clear message says what to set.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Callable
+
+import platformdirs
+
+from hitrate.harness.models import ModelSpecError
+
+ENV_MODEL = "HITRATE_MODEL"
+ENV_CONFIG = "HITRATE_CONFIG"
+
+# A small instruction-tuned coding model with a tool-calling chat template (Hermes-style tool calls,
+# which the engine parses), light enough for a laptop CPU.
+DEFAULT_LOCAL_MODEL = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+
+# Per provider, the model used when only its key is known.
+PROVIDER_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("ANTHROPIC_API_KEY", "anthropic/claude-sonnet-5"),
+    ("OPENAI_API_KEY", "openai/gpt-5.6"),
+    ("DEEPSEEK_API_KEY", "deepseek/deepseek-flash"),
+    ("GEMINI_API_KEY", "gemini/gemini-3.5-flash"),
+)
+
+NOTHING_CONFIGURED = (
+    "no model configured and none reachable. Choose one of:\n"
+    "  --model anthropic/<model>   with ANTHROPIC_API_KEY set\n"
+    "  --model openai/<model>      with OPENAI_API_KEY set (OPENAI_BASE_URL for another server)\n"
+    "  --model deepseek/<model>    with DEEPSEEK_API_KEY set\n"
+    "  --model gemini/<model>      with GEMINI_API_KEY set\n"
+    "  --model openai-compat/<model>@<base_url>   a vLLM / SGLang / llama.cpp / hitrate serve server\n"
+    "  --model local/<path to a model folder>     the bundled engine on local weights\n"
+    "or set HITRATE_MODEL, or `model = \"...\"` in {config}.\n"
+    "`hitrate demo` runs fully offline."
+)
+
+
+class NoModelError(ModelSpecError):
+    """Nothing says which model to use, and no default is usable."""
+
+
+def config_path(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get(ENV_CONFIG):
+        return Path(env[ENV_CONFIG]).expanduser()
+    return Path(platformdirs.user_config_dir("hitrate", appauthor=False)) / "config.toml"
+
+
+def configured_model(env: dict[str, str] | None = None) -> str | None:
+    """The `model` key of the config file, if the file exists and sets it."""
+    path = config_path(env)
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ModelSpecError(f"config file {path}: `model` must be a string like \"anthropic/claude-sonnet-5\"")
+    return model or None
+
+
+def local_weights_cached(hub_id: str) -> bool:
+    """Whether the model's config is already in the local Hugging Face cache (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    found = try_to_load_from_cache(hub_id, "config.json")
+    return isinstance(found, str)
+
+
+def hub_reachable(env: dict[str, str], timeout_s: float = 2.0) -> bool:
+    if env.get("HF_HUB_OFFLINE") in ("1", "true", "True") or env.get("TRANSFORMERS_OFFLINE") in ("1", "true"):
+        return False
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def default_model(
+    env: dict[str, str] | None = None,
+    *,
+    weights_cached: Callable[[str], bool] = local_weights_cached,
+    hub_check: Callable[[dict[str, str]], bool] = hub_reachable,
+) -> str:
+    """The model spec to use when none was given (see the module docstring for the order)."""
+    env = dict(os.environ) if env is None else env
+    if env.get(ENV_MODEL):
+        return env[ENV_MODEL]
+    configured = configured_model(env)
+    if configured:
+        return configured
+    for key_env, spec in PROVIDER_DEFAULTS:
+        if env.get(key_env):
+            return spec
+    local = f"local/{DEFAULT_LOCAL_MODEL}"
+    if weights_cached(DEFAULT_LOCAL_MODEL) or hub_check(env):
+        return local
+    raise NoModelError(NOTHING_CONFIGURED.format(config=config_path(env)))

@@ -1,0 +1,153 @@
+"""Typed events the agent emits while it works: the terminal printer, `--json` and the TUI all read
+the same stream. Each event is a pydantic model with a `type` tag, so one JSON line per event is a
+complete, self-describing record.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hitrate.store.usage import Usage
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+
+
+class SessionStarted(_Event):
+    type: Literal["session_started"] = "session_started"
+    model: str
+    """The model spec label (e.g. anthropic/claude-sonnet-5)."""
+    workspace: str
+    task: str
+
+
+class EpochStarted(_Event):
+    """The static head or the model changed: the cached prefix is lost from here on."""
+
+    type: Literal["epoch_started"] = "epoch_started"
+    number: int
+    reason: str
+    changes: list[str]
+    model: str
+
+
+class CallStarted(_Event):
+    type: Literal["call_started"] = "call_started"
+    step: int
+    model: str
+    prompt_tokens_estimate: int
+
+
+class TextDelta(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    step: int
+    text: str
+
+
+class CallRetrying(_Event):
+    """An attempt failed in a way that may pass; text streamed by it is void."""
+
+    type: Literal["call_retrying"] = "call_retrying"
+    step: int
+    attempt: int
+    delay_s: float
+    error: str
+
+
+class CallRecorded(_Event):
+    """One model call written to the ledger (successful or failed)."""
+
+    type: Literal["call_recorded"] = "call_recorded"
+    step: int
+    call_id: str
+    model: str
+    usage: Usage
+    cost_usd: float | None
+    miss_reason: str | None
+    """None when the call read what it could from the cache."""
+    miss_tokens: int | None
+    miss_cost_usd: float | None
+    ttft_s: float | None
+    latency_s: float | None
+    stop_reason: str | None
+    error: str | None = None
+    epoch: int
+
+
+class ToolCallStarted(_Event):
+    type: Literal["tool_call_started"] = "tool_call_started"
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolCallFinished(_Event):
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    step: int
+    call_id: str
+    name: str
+    is_error: bool
+    content: str
+    """The result text sent to the model (may be long; printers shorten it)."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AssistantTurn(_Event):
+    """The assistant turn appended to the transcript (the model's, or a replayed one)."""
+
+    type: Literal["assistant_turn"] = "assistant_turn"
+    step: int
+    text: str
+    tool_calls: list[str]
+    replayed: bool
+
+
+class Finished(_Event):
+    type: Literal["finished"] = "finished"
+    status: str
+    """end_turn, max_steps, max_cost, max_wall, cancelled, error."""
+    detail: str = ""
+    summary: dict[str, Any]
+    """`SessionSummary.model_dump()`."""
+
+
+AgentEvent = Annotated[
+    Union[
+        SessionStarted,
+        EpochStarted,
+        CallStarted,
+        TextDelta,
+        CallRetrying,
+        CallRecorded,
+        ToolCallStarted,
+        ToolCallFinished,
+        AssistantTurn,
+        Finished,
+    ],
+    Field(discriminator="type"),
+]
+
+EventSink = Callable[[BaseModel], None]
+
+
+def discard(_: BaseModel) -> None:
+    """A sink that drops every event."""
+
+
+class EventList:
+    """A sink that keeps every event (tests, the demo's summary)."""
+
+    def __init__(self) -> None:
+        self.events: list[BaseModel] = []
+
+    def __call__(self, event: BaseModel) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]

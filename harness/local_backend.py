@@ -1,0 +1,91 @@
+"""`local/<path or hub id>`: the bundled engine, loaded in this process and served on 127.0.0.1.
+
+The engine runs behind its own HTTP server in a background thread and the harness talks to it with
+the same Anthropic adapter it uses for Anthropic's API. One code path: the projection's cache
+marks reach the engine as `cache_control` (where they pin the marked prefix against eviction for
+their TTL), and the usage the engine reports (`cache_read_input_tokens` counted from its radix
+cache) is exact.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hitrate.harness.models import ModelSpecError
+
+log = logging.getLogger(__name__)
+
+
+class LocalEngineError(ModelSpecError):
+    """The local model could not be loaded or served."""
+
+
+class LocalEngineServer:
+    """Load `model_ref` with transformers and serve it on a free port of 127.0.0.1."""
+
+    def __init__(
+        self,
+        model_ref: str,
+        *,
+        dtype: str | None = None,
+        device: str | None = None,
+        pool_tokens: int | None = None,
+        default_max_tokens: int = 1024,
+    ) -> None:
+        self.model_ref = model_ref
+        self._dtype = dtype
+        self._device = device
+        self._pool_tokens = pool_tokens
+        self._default_max_tokens = default_max_tokens
+        self._thread = None
+        self.engine = None
+
+    @property
+    def url(self) -> str:
+        if self._thread is None:
+            raise RuntimeError("the local engine server is not running")
+        return self._thread.url
+
+    def start(self) -> str:
+        """Load the model, start the server, return its base URL."""
+        if self._thread is not None:
+            return self.url
+        ref = self.model_ref
+        if ref.startswith(("/", "./", "../", "~")) and not Path(ref).expanduser().exists():
+            raise LocalEngineError(f"local/{ref}: could not load model: no model folder at {Path(ref).expanduser()}")
+        try:
+            from hitrate.engine.api import EngineError
+            from hitrate.engine.runner import TransformersEngine
+            from hitrate.engine.server import create_app
+            from hitrate.engine.server_thread import ServerThread
+        except ImportError as exc:  # torch / transformers / fastapi are the `local` extra
+            raise LocalEngineError(
+                f"local models need the engine's dependencies ({exc.name} is missing): "
+                "pip install 'hitrate[local]'"
+            ) from exc
+        is_path = Path(self.model_ref).expanduser().exists()
+        try:
+            self.engine = TransformersEngine.from_pretrained(
+                str(Path(self.model_ref).expanduser()) if is_path else self.model_ref,
+                dtype=self._dtype,
+                device=self._device,
+                pool_tokens=self._pool_tokens,
+                model_name=self.model_ref,
+                local_files_only=is_path,
+            )
+        except EngineError as exc:
+            hint = "" if is_path else " (a hub id needs network access on first use, or the weights in the local cache)"
+            raise LocalEngineError(f"local/{self.model_ref}: {exc}{hint}") from exc
+        app = create_app(self.engine, served_model_names=[self.model_ref], default_max_tokens=self._default_max_tokens)
+        self._thread = ServerThread(app).start()
+        log.info("local engine for %s serving at %s", self.model_ref, self._thread.url)
+        return self._thread.url
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+
+    def metrics(self) -> dict[str, float]:
+        return self.engine.metrics() if self.engine is not None else {}

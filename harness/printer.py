@@ -1,0 +1,106 @@
+"""Event sinks for the terminal: a human-readable stream and one JSON object per line (`--json`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from pydantic import BaseModel
+
+from hitrate.harness.events import (
+    AssistantTurn,
+    CallRecorded,
+    CallRetrying,
+    EpochStarted,
+    Finished,
+    SessionStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from hitrate.harness.summary import SessionSummary, summary_lines
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def call_line(event: CallRecorded) -> str:
+    """`[call 3] read 1,024 · write 64 · fresh 12 · out 40 · $0.0010 · 0.52s · miss: ...`"""
+    if event.error is not None:
+        return f"[call {event.step}] FAILED: {event.error}"
+    u = event.usage
+    parts = [
+        f"read {_n(u.cache_read)}",
+        f"write {_n(u.cache_write_total)}",
+        f"fresh {_n(u.fresh_input)}",
+        f"out {_n(u.output)}",
+        "unpriced" if event.cost_usd is None else f"${event.cost_usd:.4f}",
+    ]
+    if event.latency_s is not None:
+        parts.append(f"{event.latency_s:.2f}s")
+    parts.append(f"miss: {event.miss_reason}" if event.miss_reason else "hit")
+    return f"[call {event.step}] " + " · ".join(parts)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    lines = text.count("\n") + 1 if text else 0
+    return first + (f"  (+{lines - 1} lines)" if lines > 1 else "")
+
+
+class TerminalPrinter:
+    """Streams the model's text and tool activity; prints one line per recorded call and the summary."""
+
+    def __init__(self, out: TextIO | None = None, *, show_text: bool = True) -> None:
+        self.out = out or sys.stdout
+        self.show_text = show_text
+        self._mid_line = False
+
+    def _line(self, text: str) -> None:
+        if self._mid_line:
+            self.out.write("\n")
+            self._mid_line = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def __call__(self, event: BaseModel) -> None:
+        if isinstance(event, SessionStarted):
+            self._line(f"hitrate · {event.model} · workspace {event.workspace}")
+        elif isinstance(event, TextDelta):
+            if self.show_text:
+                self.out.write(event.text)
+                self.out.flush()
+                self._mid_line = not event.text.endswith("\n")
+        elif isinstance(event, AssistantTurn):
+            # A replayed turn was not streamed: show its text so the conversation can be followed.
+            if event.replayed and event.text:
+                self._line(f"assistant (replayed): {event.text}")
+        elif isinstance(event, ToolCallStarted):
+            self._line(f"→ {event.name} {_short(event.arguments, 120)}")
+        elif isinstance(event, ToolCallFinished):
+            mark = "✗" if event.is_error else "✓"
+            self._line(f"  {mark} {_short(event.content)}")
+        elif isinstance(event, CallRetrying):
+            self._line(f"[call {event.step}] attempt {event.attempt} failed ({event.error}); retrying in {event.delay_s:.1f}s")
+        elif isinstance(event, CallRecorded):
+            self._line(call_line(event))
+        elif isinstance(event, EpochStarted) and event.number > 0:
+            self._line(f"[epoch {event.number}] {event.reason}")
+        elif isinstance(event, Finished):
+            self._line("")
+            for line in summary_lines(SessionSummary.model_validate(event.summary)):
+                self._line(line)
+
+
+class JsonLinesPrinter:
+    """One JSON object per event and line, flushed at once (for pipes and other programs)."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def __call__(self, event: BaseModel) -> None:
+        self.out.write(event.model_dump_json() + "\n")
+        self.out.flush()

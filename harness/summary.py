@@ -1,0 +1,128 @@
+"""The end-of-session summary: calls, tokens per bucket, the Σ-based hit ratio, cost, and why any call
+missed the cache. Built from the session's ledger rows, so it shows exactly what was recorded."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from hitrate.store.cost import UsageTotals, aggregate
+from hitrate.store.records import CallRecord
+
+
+class MissLine(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step: int
+    call_id: str
+    reason: str
+    tokens: int | None
+    cost_usd: float | None
+
+
+class EpochLine(BaseModel):
+    """One epoch of the session and what starting it cost in lost cache."""
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int
+    reason: str
+    model: str
+    first_step: int
+    miss_tokens: int | None = None
+    miss_cost_usd: float | None = None
+
+
+class SessionSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    model: str
+    status: str = ""
+    steps: int = 0
+    calls: int
+    """Calls that returned (recorded with usage)."""
+    failed_calls: int
+    totals: UsageTotals
+    """Token and cost sums over the calls that returned."""
+    misses: list[MissLine]
+    epochs: list[EpochLine]
+
+    @property
+    def hit_ratio(self) -> float | None:
+        return self.totals.hit_ratio
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.totals.cost_usd
+
+
+def summarize(
+    session_id: str,
+    model: str,
+    records: Sequence[tuple[int, CallRecord]],
+    epochs: Sequence[EpochLine],
+    *,
+    status: str = "",
+    steps: int = 0,
+) -> SessionSummary:
+    """`records` are (step, ledger row) pairs in call order."""
+    ok = [(s, r) for s, r in records if r.error is None]
+    failed = len(records) - len(ok)
+    totals = aggregate((r.usage, r.cost_usd) for _, r in ok)
+    misses = [
+        MissLine(step=s, call_id=r.id, reason=r.miss_reason, tokens=r.miss_tokens, cost_usd=r.miss_cost_usd)
+        for s, r in ok
+        if r.miss_reason
+    ]
+    return SessionSummary(
+        session_id=session_id,
+        model=model,
+        status=status,
+        steps=steps,
+        calls=len(ok),
+        failed_calls=failed,
+        totals=totals,
+        misses=misses,
+        epochs=list(epochs),
+    )
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def _usd(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:.4f}"
+
+
+def summary_lines(summary: SessionSummary) -> list[str]:
+    """The summary as plain text lines (the CLI prints them; tests read them)."""
+    t = summary.totals
+    ratio = "n/a" if t.hit_ratio is None else f"{t.hit_ratio:.1%}"
+    lines = [
+        f"session {summary.session_id} on {summary.model}: {summary.status or 'done'} after {summary.steps} step(s)",
+        f"calls: {summary.calls}" + (f" (+{summary.failed_calls} failed)" if summary.failed_calls else ""),
+        "tokens: "
+        + f"cache read {_n(t.cache_read)} | cache write {_n(t.cache_write_total)}"
+        + (f" (5m {_n(t.cache_write_5m)}, 1h {_n(t.cache_write_1h)})" if t.cache_write_1h else "")
+        + f" | fresh {_n(t.fresh_input)} | output {_n(t.output)}",
+        f"hit ratio (Σread / Σ(read+write+fresh)): {ratio}",
+        f"cost: {_usd(t.cost_usd)}" + (f" ({t.unpriced_calls} call(s) unpriced)" if t.unpriced_calls and t.cost_usd is not None else ""),
+    ]
+    # Reasoning is a subset of output that most APIs do not report apart; its absence is not news.
+    unknown = {k: v for k, v in t.unknown.items() if k != "reasoning"}
+    if unknown:
+        lines.append("not reported by the server: " + ", ".join(f"{k} in {v} call(s)" for k, v in sorted(unknown.items())))
+    if summary.misses:
+        lines.append("misses:")
+        for m in summary.misses:
+            cost = "" if m.cost_usd is None else f", {_usd(m.cost_usd)} more than a hit"
+            lines.append(f"  step {m.step}: {m.reason} ({_n(m.tokens)} tokens not read{cost})")
+    else:
+        lines.append("misses: none")
+    for e in summary.epochs[1:]:
+        cost = "" if e.miss_cost_usd is None else f", {_usd(e.miss_cost_usd)}"
+        lines.append(f"epoch {e.number} from step {e.first_step}: {e.reason} (lost cache: {_n(e.miss_tokens)} tokens{cost})")
+    return lines

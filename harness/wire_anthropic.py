@@ -1,0 +1,385 @@
+"""Anthropic Messages API: Prompt -> request body, streamed call through the official SDK -> CallResult.
+
+Rendering follows the projection's layout one to one: tools -> system (system text, then project
+docs, as two text blocks) -> messages. A `cache_control` mark goes exactly on the blocks the
+projection's breakpoints name, with their TTL, and nowhere else. Everything is rendered from the
+Prompt alone, so the same Prompt gives the same body bytes every time.
+
+Assistant content is re-sent as received: a block that carries the Anthropic JSON it arrived in
+(`NativeBlock` with api "anthropic") is sent from that JSON, key order included; `tool_use.input`
+is parsed from the exact argument text the model streamed. This also serves the bundled engine
+server (`local/...` models), which speaks this API so that cache marks can pin prefixes and the
+usage it reports is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anthropic
+import httpx2
+
+from hitrate.harness.wire_errors import from_sdk_error
+from hitrate.harness.wire_types import CallError, CallResult, TextSink, map_stop_reason
+from hitrate.projection.prompt import Breakpoint, Prompt
+from hitrate.projection.transcript import (
+    AssistantMessage,
+    ContextBlock,
+    NativeBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UserMessage,
+)
+from hitrate.store.normalize import from_anthropic
+from hitrate.store.usage import UsageFormatError
+
+API = "anthropic"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+class RenderReport:
+    """Marks that could not be placed on this wire (kept for tests and debugging)."""
+
+    def __init__(self) -> None:
+        self.placed: list[Breakpoint] = []
+        self.unplaced: list[Breakpoint] = []
+
+
+def _cache_control(mark: Breakpoint) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": mark.ttl}
+
+
+def _marks_by_block(prompt: Prompt) -> dict[tuple[str, int | None, int], Breakpoint]:
+    out: dict[tuple[str, int | None, int], Breakpoint] = {}
+    for mark in prompt.breakpoints:
+        kind = "message" if mark.kind in ("history", "tail") else mark.kind
+        out[(kind, mark.message_index, mark.block_index)] = mark
+    return out
+
+
+def _native(block: Any) -> dict[str, Any] | None:
+    native: NativeBlock | None = getattr(block, "native", None)
+    if native is not None and native.api == API:
+        return json.loads(native.raw)
+    return None
+
+
+def _tool_input(call: ToolCallBlock) -> Any:
+    """`tool_use.input` from the exact argument text. Arguments that are not a JSON object (a model
+    of another provider can emit anything) are wrapped so the request stays valid and deterministic."""
+    text = call.arguments
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"_unparsed_arguments": text}
+    return value if isinstance(value, dict) else {"_arguments": value}
+
+
+def _user_block(block: Any) -> dict[str, Any] | None:
+    if isinstance(block, ToolResultBlock):
+        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
+        if block.content:
+            out["content"] = block.content
+        if block.is_error:
+            out["is_error"] = True
+        return out
+    if isinstance(block, ContextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, TextBlock):
+        # The API refuses empty text blocks; the projection never marks them.
+        return {"type": "text", "text": block.text} if block.text else None
+    raise TypeError(f"unexpected user block {type(block).__name__}")
+
+
+def _assistant_block(block: Any) -> dict[str, Any] | None:
+    native = _native(block)
+    if native is not None:
+        return native
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text} if block.text else None
+    if isinstance(block, ToolCallBlock):
+        return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": _tool_input(block)}
+    if isinstance(block, ThinkingBlock):
+        # Thinking is only accepted back with Anthropic's own signature; reasoning from another
+        # provider (or unsigned) cannot be replayed here and is left out, the same way every time.
+        if block.redacted:
+            return {"type": "redacted_thinking", "data": block.thinking}
+        if block.signature:
+            return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+        return None
+    raise TypeError(f"unexpected assistant block {type(block).__name__}")
+
+
+def render_messages_request(
+    prompt: Prompt, *, max_tokens: int, report: RenderReport | None = None
+) -> dict[str, Any]:
+    """The Messages API body for `prompt` (without `stream`)."""
+    report = report if report is not None else RenderReport()
+    marks = _marks_by_block(prompt)
+    used: set[tuple[str, int | None, int]] = set()
+
+    def mark(target: dict[str, Any], key: tuple[str, int | None, int]) -> None:
+        found = marks.get(key)
+        if found is not None:
+            target["cache_control"] = _cache_control(found)
+            used.add(key)
+            report.placed.append(found)
+
+    tools: list[dict[str, Any]] = []
+    for i, spec in enumerate(prompt.tools):
+        tool: dict[str, Any] = {"name": spec.name}
+        if spec.description:
+            tool["description"] = spec.description
+        tool["input_schema"] = spec.input_schema
+        mark(tool, ("tools", None, i))
+        tools.append(tool)
+
+    system: list[dict[str, Any]] = []
+    for kind, text in (("system", prompt.system), ("docs", prompt.docs)):
+        if text:
+            block = {"type": "text", "text": text}
+            mark(block, (kind, None, 0))
+            system.append(block)
+
+    messages: list[dict[str, Any]] = []
+    for mi, message in enumerate(prompt.messages):
+        content: list[dict[str, Any]] = []
+        render = _user_block if isinstance(message, UserMessage) else _assistant_block
+        for bi, block in enumerate(message.content):
+            rendered = render(block)
+            if rendered is None:
+                continue
+            mark(rendered, ("message", mi, bi))
+            content.append(rendered)
+        if not content:
+            # An assistant turn made only of unreplayable thinking; keep roles alternating.
+            content.append({"type": "text", "text": "(no content)"})
+        messages.append({"role": message.role, "content": content})
+
+    report.unplaced.extend(m for key, m in marks.items() if key not in used)
+
+    body: dict[str, Any] = {"model": prompt.model, "max_tokens": max_tokens}
+    if tools:
+        body["tools"] = tools
+    if system:
+        body["system"] = system
+    body["messages"] = messages
+    return body
+
+
+# ------------------------------------------------------------------------------------------------
+# Streaming call
+# ------------------------------------------------------------------------------------------------
+
+
+class _Collected:
+    """Blocks of one streamed reply, assembled from content_block_* events."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+
+    def start(self, index: int, block: dict[str, Any]) -> None:
+        entry = dict(block)
+        entry["_text"] = [block.get("text") or block.get("thinking") or ""]
+        entry["_json"] = []
+        entry["_signature"] = [block.get("signature") or ""]
+        self.blocks[index] = entry
+
+    def delta(self, index: int, delta: dict[str, Any]) -> str | None:
+        entry = self.blocks.get(index)
+        if entry is None:
+            raise CallError(f"stream delta for unknown content block {index}", kind="bad_response")
+        kind = delta.get("type")
+        if kind == "text_delta":
+            entry["_text"].append(delta.get("text", ""))
+            return delta.get("text", "")
+        if kind == "input_json_delta":
+            entry["_json"].append(delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            entry["_text"].append(delta.get("thinking", ""))
+        elif kind == "signature_delta":
+            entry["_signature"].append(delta.get("signature", ""))
+        return None
+
+    def message(self) -> AssistantMessage | None:
+        content: list[Any] = []
+        for index in sorted(self.blocks):
+            entry = self.blocks[index]
+            kind = entry.get("type")
+            if kind == "text":
+                text = "".join(entry["_text"])
+                if text:
+                    content.append(TextBlock(text=text))
+            elif kind == "tool_use":
+                arguments = "".join(entry["_json"])
+                if not arguments.strip():
+                    arguments = json.dumps(entry.get("input") or {}, ensure_ascii=False, separators=(",", ":"))
+                raw = (
+                    '{"type":"tool_use","id":'
+                    + json.dumps(entry["id"], ensure_ascii=False)
+                    + ',"name":'
+                    + json.dumps(entry["name"], ensure_ascii=False)
+                    + ',"input":'
+                    + arguments
+                    + "}"
+                )
+                try:
+                    json.loads(raw)
+                except json.JSONDecodeError:
+                    raw = None  # malformed input text: re-send through the structured fallback
+                content.append(
+                    ToolCallBlock(
+                        call_id=entry["id"],
+                        name=entry["name"],
+                        arguments=arguments,
+                        native=NativeBlock(api=API, raw=raw) if raw else None,
+                    )
+                )
+            elif kind == "thinking":
+                signature = "".join(entry["_signature"]) or None
+                content.append(ThinkingBlock(thinking="".join(entry["_text"]), signature=signature))
+            elif kind == "redacted_thinking":
+                content.append(ThinkingBlock(thinking=entry.get("data", ""), redacted=True))
+        return AssistantMessage(content=tuple(content)) if content else None
+
+
+def merge_stream_usage(start: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    """The usage of a streamed message: `message_start`'s, overridden by every non-null field of the
+    final `message_delta` (nested `cache_creation` field by field).
+
+    This is the official SDK's accumulation rule. `message_delta` carries the final counts;
+    `message_start` may hold placeholders: the bundled engine, for one, only knows its cache split
+    when generation ends, so it sends the whole prompt as `input_tokens` first and the split last.
+    Taking the larger of the two values instead would keep that placeholder and count cached
+    tokens as fresh input.
+    """
+    merged: dict[str, Any] = dict(start)
+    for key, value in delta.items():
+        if value is None:
+            continue
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **{k: v for k, v in value.items() if v is not None}}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _dict(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    return obj.to_dict(mode="json")
+
+
+class AnthropicBackend:
+    """One model behind an Anthropic Messages endpoint (Anthropic itself, or the bundled engine)."""
+
+    wire = "anthropic_messages"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        label: str | None = None,
+        timeout_s: float = 600.0,
+        extra_headers: dict[str, str] | None = None,
+    ) -> None:
+        self.model = model
+        self.label = label or f"anthropic/{model}"
+        self.base_url = base_url or DEFAULT_BASE_URL
+        # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
+        self._client = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=timeout_s,
+            default_headers=extra_headers or None,
+        )
+        self.last_report: RenderReport | None = None
+
+    def close(self) -> None:
+        self._client.close()
+
+    def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
+        report = RenderReport()
+        body = render_messages_request(prompt, max_tokens=max_tokens, report=report)
+        self.last_report = report
+        where = f"{self.label} at {self.base_url}"
+        started = time.monotonic()
+        ttft: float | None = None
+        start_usage: dict[str, Any] = {}
+        delta_usage: dict[str, Any] = {}
+        stop_raw: str | None = None
+        model = prompt.model
+        response_id: str | None = None
+        request_id: str | None = None
+        collected = _Collected()
+        try:
+            stream = self._client.messages.create(**body, stream=True)
+            request_id = stream.response.headers.get("request-id")
+            with stream:
+                for event in stream:
+                    kind = event.type
+                    if kind == "message_start":
+                        message = event.message
+                        start_usage = _dict(message.usage)
+                        model = message.model or model
+                        response_id = message.id
+                    elif kind == "content_block_start":
+                        if ttft is None:
+                            ttft = time.monotonic() - started
+                        collected.start(event.index, _dict(event.content_block))
+                    elif kind == "content_block_delta":
+                        if ttft is None:
+                            ttft = time.monotonic() - started
+                        text = collected.delta(event.index, _dict(event.delta))
+                        if text and on_text is not None:
+                            on_text(text)
+                    elif kind == "message_delta":
+                        stop_raw = event.delta.stop_reason or stop_raw
+                        delta_usage = _dict(event.usage)
+        except CallError as exc:
+            exc.request_id = exc.request_id or request_id
+            exc.partial_usage = start_usage or None
+            raise
+        except (anthropic.AnthropicError, httpx2.TransportError) as exc:
+            if isinstance(exc, httpx2.TimeoutException):
+                error = CallError(f"{where}: the stream timed out", kind="timeout")
+            elif isinstance(exc, httpx2.TransportError):
+                error = CallError(f"{where}: the stream broke off ({type(exc).__name__}: {exc})", kind="connection")
+            else:
+                error = from_sdk_error(exc, where=where)
+            error.request_id = error.request_id or request_id
+            error.partial_usage = start_usage or None
+            raise error from exc
+        latency = time.monotonic() - started
+        if not start_usage and not delta_usage:
+            raise CallError(f"{where}: the stream ended without usage (no message_start)", kind="bad_response",
+                            request_id=request_id)
+        raw_usage = merge_stream_usage(start_usage, delta_usage)
+        try:
+            usage = from_anthropic(raw_usage)
+        except UsageFormatError as exc:
+            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        return CallResult(
+            assistant=collected.message(),
+            usage=usage,
+            raw_usage=raw_usage,
+            stop_reason=map_stop_reason(stop_raw),
+            raw_stop_reason=stop_raw,
+            model=model,
+            request_id=request_id,
+            response_id=response_id,
+            ttft_s=ttft,
+            latency_s=latency,
+            request_body=body,
+        )

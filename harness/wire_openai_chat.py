@@ -1,0 +1,346 @@
+"""OpenAI Chat Completions: Prompt -> request body, streamed call through the official SDK -> CallResult.
+
+One adapter serves every server that speaks this API: OpenAI, DeepSeek, Gemini's OpenAI-compatible
+endpoint, vLLM, SGLang, llama.cpp and the bundled engine server. What differs between them is
+chosen by `Quirks`, which come from the base URL's host (never from the model name): which usage
+fields are read, whether `prompt_cache_key` is sent, which max-tokens field is understood.
+
+Layout on this wire: one system message (system text, then the project docs), then the transcript.
+A user turn becomes one `tool` message per tool result followed by one `user` message with its text
+and frozen context blocks. Tool-call `arguments` are sent as the exact string the model streamed.
+
+Cache marks: only GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s, on content parts. When the
+projection planned marks for that family, every message is rendered with content-part lists (so
+adding or moving a mark never changes how a message is spelled, only the mark itself); otherwise
+content is a plain string. Tools and tool calls cannot carry a mark on this wire.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx2
+import openai
+
+from hitrate.harness.models import Quirks
+from hitrate.harness.wire_errors import from_sdk_error
+from hitrate.harness.wire_types import CallError, CallResult, TextSink, map_stop_reason
+from hitrate.projection.prompt import Breakpoint, Prompt
+from hitrate.projection.transcript import (
+    AssistantMessage,
+    ContextBlock,
+    NativeBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    UserMessage,
+)
+from hitrate.store import normalize
+from hitrate.store.prices import PriceTable
+from hitrate.store.usage import Usage, UsageFormatError
+
+API = "openai_chat"
+# Blocks of one user turn are joined with a blank line when content is a plain string.
+_JOIN = "\n\n"
+
+
+class RenderReport:
+    def __init__(self) -> None:
+        self.placed: list[Breakpoint] = []
+        self.unplaced: list[Breakpoint] = []
+
+
+def _breakpoint(mark: Breakpoint) -> dict[str, str]:
+    return {"mode": "explicit", "ttl": mark.ttl}
+
+
+class _Renderer:
+    def __init__(self, prompt: Prompt, report: RenderReport) -> None:
+        self.prompt = prompt
+        self.report = report
+        self.parts_mode = prompt.family == "openai_breakpoints"
+        self.marks: dict[tuple[str, int | None, int], Breakpoint] = {}
+        for mark in prompt.breakpoints:
+            kind = "message" if mark.kind in ("history", "tail") else mark.kind
+            self.marks[(kind, mark.message_index, mark.block_index)] = mark
+        self.used: set[tuple[str, int | None, int]] = set()
+
+    def part(self, text: str, key: tuple[str, int | None, int]) -> dict[str, Any]:
+        part: dict[str, Any] = {"type": "text", "text": text}
+        mark = self.marks.get(key)
+        if mark is not None:
+            part["prompt_cache_breakpoint"] = _breakpoint(mark)
+            self.used.add(key)
+            self.report.placed.append(mark)
+        return part
+
+    def content(self, pieces: list[tuple[str, tuple[str, int | None, int]]]) -> Any:
+        if self.parts_mode:
+            return [self.part(text, key) for text, key in pieces]
+        return _JOIN.join(text for text, _ in pieces)
+
+    def system(self) -> dict[str, Any] | None:
+        pieces = [(t, (k, None, 0)) for k, t in (("system", self.prompt.system), ("docs", self.prompt.docs)) if t]
+        if not pieces:
+            return None
+        return {"role": "system", "content": self.content(pieces)}
+
+    def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        pieces: list[tuple[str, tuple[str, int | None, int]]] = []
+        for bi, block in enumerate(message.content):
+            key = ("message", mi, bi)
+            if isinstance(block, ToolResultBlock):
+                out.append({"role": "tool", "tool_call_id": block.call_id, "content": self.content([(block.content, key)])})
+            elif isinstance(block, ContextBlock):
+                pieces.append((block.text, key))
+            elif isinstance(block, TextBlock) and block.text:
+                pieces.append((block.text, key))
+        if pieces:
+            out.append({"role": "user", "content": self.content(pieces)})
+        return out
+
+    def assistant(self, mi: int, message: AssistantMessage) -> dict[str, Any]:
+        texts: list[tuple[str, tuple[str, int | None, int]]] = []
+        reasoning: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for bi, block in enumerate(message.content):
+            if isinstance(block, TextBlock) and block.text:
+                texts.append((block.text, ("message", mi, bi)))
+            elif isinstance(block, ToolCallBlock):
+                native = block.native
+                if native is not None and native.api == API:
+                    calls.append(json.loads(native.raw))
+                else:
+                    calls.append(
+                        {"id": block.call_id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}}
+                    )
+            elif isinstance(block, ThinkingBlock) and block.native is not None and block.native.api == API:
+                # DeepSeek's thinking mode wants `reasoning_content` back within a tool-calling turn;
+                # it is only re-sent to the kind of server that produced it.
+                reasoning.append(block.thinking)
+        out: dict[str, Any] = {"role": "assistant", "content": self.content(texts) if texts else None}
+        if reasoning:
+            out["reasoning_content"] = "".join(reasoning)
+        if calls:
+            out["tool_calls"] = calls
+        return out
+
+
+def render_chat_request(
+    prompt: Prompt, quirks: Quirks, *, max_tokens: int, report: RenderReport | None = None
+) -> dict[str, Any]:
+    """The Chat Completions body for `prompt` (without `stream` / `stream_options`)."""
+    report = report if report is not None else RenderReport()
+    r = _Renderer(prompt, report)
+    messages: list[dict[str, Any]] = []
+    system = r.system()
+    if system is not None:
+        messages.append(system)
+    for mi, message in enumerate(prompt.messages):
+        if isinstance(message, UserMessage):
+            messages.extend(r.user(mi, message))
+        else:
+            messages.append(r.assistant(mi, message))
+    report.unplaced.extend(m for key, m in r.marks.items() if key not in r.used)
+
+    body: dict[str, Any] = {"model": prompt.model, "messages": messages}
+    if prompt.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+            }
+            for t in prompt.tools
+        ]
+    body[quirks.max_tokens_field] = max_tokens
+    if quirks.send_prompt_cache_key and prompt.prompt_cache_key:
+        # OpenAI routes requests to cache machines by a hash of the prefix plus this key; one key
+        # per session keeps a session's requests on the machines that hold its prefix.
+        body["prompt_cache_key"] = prompt.prompt_cache_key
+    return body
+
+
+# ------------------------------------------------------------------------------------------------
+# Usage by dialect
+# ------------------------------------------------------------------------------------------------
+
+
+def normalize_usage(raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None) -> Usage:
+    """Normalized usage for a Chat Completions `usage` payload from the server `quirks` describe."""
+    if not raw:
+        return Usage()  # the server sent no usage: every bucket unknown
+    dialect = quirks.usage_dialect
+    if dialect == "deepseek":
+        return normalize.from_deepseek(raw)
+    if dialect == "gemini_openai":
+        return normalize.from_gemini_openai(raw)
+    if dialect == "openai":
+        entry = PriceTable.default().find(model)
+        if entry is not None:
+            writes_billed = entry.writes_billed
+        else:
+            # A model the price table does not know: trust the payload about billed writes.
+            details = raw.get("prompt_tokens_details") or {}
+            writes_billed = bool(details.get("cache_write_tokens"))
+        return normalize.from_openai_chat(raw, writes_billed=writes_billed)
+    return normalize.from_openai_compatible(raw, timings=timings)
+
+
+# ------------------------------------------------------------------------------------------------
+# Streaming call
+# ------------------------------------------------------------------------------------------------
+
+
+class _ToolCallParts:
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+def _assistant(text: list[str], reasoning: list[str], calls: dict[int, _ToolCallParts]) -> AssistantMessage | None:
+    content: list[Any] = []
+    thinking = "".join(reasoning)
+    if thinking:
+        content.append(ThinkingBlock(thinking=thinking, native=NativeBlock(api=API, raw=json.dumps(thinking))))
+    joined = "".join(text)
+    if joined:
+        content.append(TextBlock(text=joined))
+    for index in sorted(calls):
+        parts = calls[index]
+        if not parts.id or not parts.name:
+            raise CallError(f"streamed tool call #{index} has no id or name", kind="bad_response")
+        arguments = "".join(parts.arguments)
+        raw = json.dumps(
+            {"id": parts.id, "type": "function", "function": {"name": parts.name, "arguments": arguments}},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        content.append(
+            ToolCallBlock(call_id=parts.id, name=parts.name, arguments=arguments, native=NativeBlock(api=API, raw=raw))
+        )
+    return AssistantMessage(content=tuple(content)) if content else None
+
+
+class OpenAIChatBackend:
+    """One model behind a Chat Completions endpoint."""
+
+    wire = "openai_chat"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str,
+        quirks: Quirks,
+        label: str | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.model = model
+        self.quirks = quirks
+        self.base_url = base_url
+        self.label = label or f"openai-compat/{model}@{base_url}"
+        # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+        self.last_report: RenderReport | None = None
+
+    def close(self) -> None:
+        self._client.close()
+
+    def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
+        report = RenderReport()
+        body = render_chat_request(prompt, self.quirks, max_tokens=max_tokens, report=report)
+        self.last_report = report
+        request = dict(body, stream=True)
+        if self.quirks.stream_usage:
+            # Without this a stream carries no usage at all.
+            request["stream_options"] = {"include_usage": True}
+        where = f"{self.label}"
+        started = time.monotonic()
+        ttft: float | None = None
+        raw_usage: dict[str, Any] = {}
+        timings: dict[str, Any] | None = None
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, _ToolCallParts] = {}
+        finish: str | None = None
+        model = prompt.model
+        response_id: str | None = None
+        request_id: str | None = None
+        try:
+            stream = self._client.chat.completions.create(**request)
+            request_id = stream.response.headers.get("x-request-id")
+            with stream:
+                for chunk in stream:
+                    response_id = response_id or chunk.id
+                    model = chunk.model or model
+                    extra = chunk.model_extra or {}
+                    if chunk.usage is not None:
+                        raw_usage = chunk.usage.to_dict(mode="json")
+                    if isinstance(extra.get("timings"), dict):
+                        timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
+                    for choice in chunk.choices:
+                        delta = choice.delta
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+                        if delta is None:
+                            continue
+                        delta_extra = delta.model_extra or {}
+                        reasoning_piece = delta_extra.get("reasoning_content")
+                        if isinstance(reasoning_piece, str) and reasoning_piece:
+                            ttft = ttft if ttft is not None else time.monotonic() - started
+                            reasoning.append(reasoning_piece)
+                        if delta.content:
+                            ttft = ttft if ttft is not None else time.monotonic() - started
+                            text.append(delta.content)
+                            if on_text is not None:
+                                on_text(delta.content)
+                        for tc in delta.tool_calls or []:
+                            ttft = ttft if ttft is not None else time.monotonic() - started
+                            parts = calls.setdefault(tc.index, _ToolCallParts())
+                            # Ids and names arrive whole in the first fragment; some servers repeat
+                            # them in later fragments, which must not be appended.
+                            if tc.id and not parts.id:
+                                parts.id = tc.id
+                            if tc.function is not None:
+                                if tc.function.name and not parts.name:
+                                    parts.name = tc.function.name
+                                if tc.function.arguments:
+                                    parts.arguments.append(tc.function.arguments)
+        except CallError as exc:
+            exc.request_id = exc.request_id or request_id
+            raise
+        except (openai.OpenAIError, httpx2.TransportError) as exc:
+            if isinstance(exc, httpx2.TimeoutException):
+                error = CallError(f"{where}: the stream timed out", kind="timeout")
+            elif isinstance(exc, httpx2.TransportError):
+                error = CallError(f"{where}: the stream broke off ({type(exc).__name__}: {exc})", kind="connection")
+            else:
+                error = from_sdk_error(exc, where=where)
+            error.request_id = error.request_id or request_id
+            raise error from exc
+        latency = time.monotonic() - started
+        try:
+            usage = normalize_usage(raw_usage, self.quirks, model, timings)
+        except UsageFormatError as exc:
+            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        if timings is not None:
+            raw_usage = dict(raw_usage, timings=timings)
+        return CallResult(
+            assistant=_assistant(text, reasoning, calls),
+            usage=usage,
+            raw_usage=raw_usage,
+            stop_reason=map_stop_reason(finish),
+            raw_stop_reason=finish,
+            model=model,
+            request_id=request_id,
+            response_id=response_id,
+            ttft_s=ttft,
+            latency_s=latency,
+            request_body=request,
+        )

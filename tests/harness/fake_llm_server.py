@@ -1,0 +1,275 @@
+"""A small recording HTTP server on 127.0.0.1 that speaks just enough Anthropic Messages and OpenAI Chat
+Completions for the real SDKs: it stores every request body byte for byte and answers from a script
+of canned replies (streamed as SSE, the way each API streams), error statuses, hangs and broken
+streams. Tests only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    """A successful streamed answer."""
+
+    text: str = ""
+    tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+    """(call id, tool name, arguments JSON text exactly as to be streamed)."""
+    usage: dict[str, Any] | None = None
+    """The usage payload to report; a per-API default when None. For Anthropic, the prompt counts go in
+    message_start and `output_tokens` in message_delta."""
+    reasoning: str = ""
+    """OpenAI-style `reasoning_content` deltas (DeepSeek)."""
+    stop: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+
+
+@dataclass
+class Failure:
+    """An HTTP error status with a JSON body."""
+
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Hang:
+    """Accept the request and answer nothing for `seconds` (client timeouts)."""
+
+    seconds: float
+
+
+@dataclass
+class StreamError:
+    """Start a 200 stream, then send an Anthropic `event: error` (e.g. overloaded_error)."""
+
+    error_type: str = "overloaded_error"
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+Script = Reply | Failure | Hang | StreamError
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return (head + f"data: {payload}\n\n").encode()
+
+
+def _pieces(text: str, n: int = 3) -> list[str]:
+    """Split text into up to n fragments (streams deliver arguments in pieces)."""
+    if len(text) < n:
+        return [text] if text else []
+    step = max(1, len(text) // n)
+    return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+def anthropic_events(reply: Reply, model: str) -> list[bytes]:
+    usage = dict(reply.usage or {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5})
+    output_tokens = usage.pop("output_tokens", 5)
+    start_usage = dict(usage, output_tokens=1)
+    out = [
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_fake",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": reply.model or model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
+            },
+        ),
+        _sse("ping", {"type": "ping"}),
+    ]
+    index = 0
+    if reply.text:
+        out.append(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}))
+        for piece in _pieces(reply.text):
+            out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}))
+        out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    for call_id, name, arguments in reply.tool_calls:
+        out.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}},
+            )
+        )
+        for piece in _pieces(arguments):
+            out.append(
+                _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})
+            )
+        out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    stop = reply.stop or ("tool_use" if reply.tool_calls else "end_turn")
+    out.append(
+        _sse(
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": output_tokens}},
+        )
+    )
+    out.append(_sse("message_stop", {"type": "message_stop"}))
+    return out
+
+
+def openai_events(reply: Reply, model: str, include_usage: bool) -> list[bytes]:
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000, "model": reply.model or model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse(None, dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish}]))
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    for piece in _pieces(reply.reasoning):
+        out.append(chunk({"reasoning_content": piece}))
+    for piece in _pieces(reply.text):
+        out.append(chunk({"content": piece}))
+    for i, (call_id, name, arguments) in enumerate(reply.tool_calls):
+        out.append(chunk({"tool_calls": [{"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}))
+        for piece in _pieces(arguments):
+            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    stop = reply.stop or ("tool_calls" if reply.tool_calls else "stop")
+    out.append(chunk({}, stop))
+    if include_usage:
+        usage = reply.usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        out.append(_sse(None, dict(base, choices=[], usage=usage)))
+    out.append(_sse(None, "[DONE]"))
+    return out
+
+
+class FakeLLMServer:
+    """Serve scripted answers; record every request. `script` items are consumed in order; when it is
+    empty, `default` (a callable from the parsed request to a script item) answers."""
+
+    def __init__(self, default: Callable[[Recorded], Script] | None = None) -> None:
+        self.requests: list[Recorded] = []
+        self.script: deque[Script] = deque()
+        self.default = default
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length)
+                record = Recorded(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
+                with server._lock:
+                    server.requests.append(record)
+                    item = server.script.popleft() if server.script else None
+                if item is None:
+                    if server.default is None:
+                        item = Failure(500, {"error": {"type": "api_error", "message": "script exhausted"}})
+                    else:
+                        item = server.default(record)
+                server._answer(self, record, item)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def push(self, *items: Script) -> None:
+        with self._lock:
+            self.script.extend(items)
+
+    def start(self) -> "FakeLLMServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def bodies(self, path_suffix: str) -> list[Any]:
+        return [r.json() for r in self.requests if r.path.endswith(path_suffix)]
+
+    # ------------------------------------------------------------------------------------------
+
+    def _answer(self, handler: BaseHTTPRequestHandler, record: Recorded, item: Script) -> None:
+        anthropic_api = record.path.endswith("/messages")
+        request = json.loads(record.body or b"{}")
+        model = request.get("model", "fake-model")
+        if isinstance(item, Hang):
+            time.sleep(item.seconds)
+            handler.close_connection = True
+            return
+        if isinstance(item, Failure):
+            data = json.dumps(item.body).encode()
+            handler.send_response(item.status)
+            handler.send_header("content-type", "application/json")
+            handler.send_header("content-length", str(len(data)))
+            handler.send_header("request-id", "req_fake_error")
+            for k, v in item.headers.items():
+                handler.send_header(k, v)
+            handler.end_headers()
+            handler.wfile.write(data)
+            return
+        if isinstance(item, StreamError):
+            events = [
+                _sse(
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {"id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": [],
+                                    "stop_reason": None, "stop_sequence": None,
+                                    "usage": {"input_tokens": 10, "output_tokens": 1}},
+                    },
+                ),
+                _sse("error", {"type": "error", "error": {"type": item.error_type, "message": "Overloaded"}}),
+            ]
+            self._stream(handler, events, {})
+            return
+        if anthropic_api:
+            events = anthropic_events(item, model)
+        else:
+            include = bool((request.get("stream_options") or {}).get("include_usage"))
+            events = openai_events(item, model, include)
+        self._stream(handler, events, item.headers)
+
+    @staticmethod
+    def _stream(handler: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str]) -> None:
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("cache-control", "no-cache")
+        handler.send_header("request-id", "req_fake")
+        handler.send_header("x-request-id", "req_fake")
+        handler.send_header("connection", "close")
+        for k, v in headers.items():
+            handler.send_header(k, v)
+        handler.end_headers()
+        for event in events:
+            handler.wfile.write(event)
+            handler.wfile.flush()
+        handler.close_connection = True

@@ -1,0 +1,108 @@
+"""`hitrate run` and `hitrate lint` through the command line, against the recording server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from fake_llm_server import Failure, Reply
+from typer.testing import CliRunner
+
+from hitrate.harness import cli_run
+from hitrate.harness.cli import _HARNESS_COMMAND_MODULES
+from hitrate.store.ledger import Ledger
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    app = typer.Typer()
+    cli_run.register(app)
+    return app
+
+
+def test_commands_are_registered():
+    assert "hitrate.harness.cli_run" in _HARNESS_COMMAND_MODULES
+    # `hitrate demo` comes from evals (the suite demo); the harness keeps its one-session demo as a library.
+    assert "hitrate.harness.cli_demo" not in _HARNESS_COMMAND_MODULES
+
+
+def test_run_json_emits_one_event_per_line_and_records_calls(app, fake_server, workspace, tmp_path):
+    fake_server.push(
+        Reply(text="Reading.", tool_calls=[("toolu_1", "read_file", '{"path": "calc.py"}')],
+              usage={"input_tokens": 1500, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 20}),
+        Reply(text="It subtracts.",
+              usage={"input_tokens": 40, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1500, "output_tokens": 9}),
+    )
+    db = tmp_path / "cli.db"
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    result = CliRunner().invoke(
+        app, ["run", "What does add do?", "--model", "anthropic/claude-sonnet-5", "--workspace", str(workspace),
+              "--json", "--db", str(db)], env=env,
+    )
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    types = [e["type"] for e in events]
+    assert types[0] == "session_started" and types[-1] == "finished"
+    assert types.count("call_recorded") == 2 and "tool_call_started" in types and "tool_call_finished" in types
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "Reading.It subtracts."
+    calls = [e for e in events if e["type"] == "call_recorded"]
+    assert calls[1]["usage"]["cache_read"] == 1500 and calls[1]["cost_usd"] > 0
+    summary = events[-1]["summary"]
+    assert summary["calls"] == 2 and summary["totals"]["cache_read"] == 1500
+    with Ledger(db) as ledger:
+        rows = ledger.calls()
+    assert len(rows) == 2 and rows[0].price_snapshot_id and rows[1].cost_usd == calls[1]["cost_usd"]
+
+
+def test_run_text_output_ends_with_a_summary(app, fake_server, workspace, tmp_path):
+    fake_server.push(Reply(text="Nothing to do.", usage={"input_tokens": 30, "cache_creation_input_tokens": 2000,
+                                                         "cache_read_input_tokens": 0, "output_tokens": 4}))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    result = CliRunner().invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                      "--db", str(tmp_path / "x.db")], env=env)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Nothing to do." in out
+    assert "[call 1] read 0 · write 2,000 · fresh 30 · out 4" in out and "miss: cold" in out
+    assert "hit ratio (Σread / Σ(read+write+fresh)): 0.0%" in out
+    assert "step 1: cold" in out
+
+
+def test_run_failure_exit_codes(app, fake_server, workspace, tmp_path):
+    runner = CliRunner()
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    fake_server.push(Failure(400, {"error": {"type": "invalid_request_error", "message": "model: not found"}}))
+    result = runner.invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                 "--db", str(tmp_path / "x.db")], env=env)
+    assert result.exit_code == cli_run.EXIT_ERROR and "model: not found" in result.stdout
+
+    result = runner.invoke(app, ["run", "hi", "-m", "nope/x", "-w", str(workspace)], env={})
+    assert result.exit_code == cli_run.EXIT_USAGE and "unknown provider" in result.stderr
+    result = runner.invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace)],
+                           env={"ANTHROPIC_API_KEY": ""})
+    assert result.exit_code == cli_run.EXIT_USAGE and "ANTHROPIC_API_KEY" in result.stderr
+    result = runner.invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(tmp_path / "missing")])
+    assert result.exit_code == cli_run.EXIT_USAGE and "not a directory" in result.stderr
+
+
+def test_run_step_limit_exit_code(app, fake_server, workspace, tmp_path):
+    fake_server.default = lambda record: Reply(tool_calls=[("toolu_x", "list_dir", "{}")])
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    result = CliRunner().invoke(app, ["run", "loop", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                      "--max-steps", "2", "--db", str(tmp_path / "x.db")], env=env)
+    assert result.exit_code == cli_run.EXIT_LIMIT
+    assert "max_steps after 2 step(s)" in result.stdout
+
+
+def test_lint_reports_volatile_text_in_the_head(app, workspace):
+    (workspace / "AGENTS.md").write_text("Generated 2026-01-02 at 10:30 by build 4f1e9c2a-1b2c-4d3e-8f9a-0b1c2d3e4f5a.\n")
+    result = CliRunner().invoke(app, ["lint", "-w", str(workspace), "-m", "anthropic/claude-sonnet-5"])
+    assert result.exit_code == 0, result.output
+    assert "volatile_date" in result.stdout and "volatile_uuid" in result.stdout and "[docs line 2]" in result.stdout
+
+
+def test_lint_of_a_clean_workspace(app, tmp_path):
+    result = CliRunner().invoke(app, ["lint", "-w", str(tmp_path), "-m", "openai/gpt-5.4"])
+    assert result.exit_code == 0, result.output
+    assert "for openai/gpt-5.4" in result.stdout

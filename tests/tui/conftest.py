@@ -1,0 +1,58 @@
+"""Fixtures for the TUI tests: a ledger, a workspace, a frozen clock, and apps driven by the real
+harness agent with a scripted model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tui_helpers import SPEC, FrozenClock, fixed_context  # noqa: E402
+from tui_scripted import ScriptedRouter  # noqa: E402
+
+from hitrate.harness.agent import AgentLimits  # noqa: E402
+from hitrate.store.ledger import Ledger  # noqa: E402
+from hitrate.tui.app import HitrateApp  # noqa: E402
+from hitrate.tui.harness_link import HarnessLink  # noqa: E402
+
+
+@pytest.fixture
+def ledger(tmp_path: Path):
+    with Ledger(tmp_path / "ledger.db") as db:
+        yield db
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "demo-repo"
+    ws.mkdir()
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    return ws
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+def make_app(ledger: Ledger, workspace: Path, clock: FrozenClock) -> Callable[..., HitrateApp]:
+    """`make_app(scripts, ...)`: an app on a HarnessLink whose router serves scripted models."""
+    links: list[HarnessLink] = []
+
+    def make(scripts: dict[str, list[dict[str, Any]]], *, approvals: bool = False, spec: str = SPEC,
+             max_steps: int = 10, resume: str | None = None) -> HitrateApp:
+        router = ScriptedRouter(scripts)
+        link = HarnessLink(spec, workspace, ledger.path, router=router, context=fixed_context, clock=clock,
+                           limits=AgentLimits(max_steps=max_steps, show_budget=False))
+        links.append(link)
+        resumed = link.resume(resume) if resume else None
+        return HitrateApp(link, approvals=approvals, clock=clock, tick_s=None, workspace=workspace, resumed=resumed)
+
+    yield make
+    for link in links:
+        link.close()

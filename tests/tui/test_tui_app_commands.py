@@ -1,0 +1,186 @@
+"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /clear,
+/resume, /approve, and bad input."""
+
+from __future__ import annotations
+
+from tui_helpers import SPEC, submit, wait_until
+
+from hitrate.tui.cache_panel import CallBar
+from hitrate.tui.conversation import AssistantText, NoticeLine, UserPrompt
+from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.tui.status import StatusLine
+
+OPUS = "anthropic/claude-opus-4-7"
+
+
+def notices(app) -> list[str]:
+    return [str(n.render()) for n in app.query(NoticeLine)]
+
+
+def markdown_blocks(app) -> list[str]:
+    return [m.source for m in app.query(".notice-md")]
+
+
+async def one_turn(pilot, text: str, calls: int) -> None:
+    await submit(pilot, text)
+    await wait_until(pilot, lambda: not pilot.app.busy and len(pilot.app.figures.calls) == calls, f"turn {text!r}")
+
+
+async def test_help_lists_commands_and_keys(make_app):
+    app = make_app({SPEC: []})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await submit(pilot, "/help")
+        await pilot.pause()
+        text = markdown_blocks(app)[-1]
+        for usage in ("/model <spec>", "/cost", "/clear", "/resume [session-id]", "/approve on|off", "/help"):
+            assert f"`{usage}`" in text
+        assert "`esc`" in text and "cancel the current step" in text
+        await pilot.press("f1")
+        await pilot.pause()
+        assert len(markdown_blocks(app)) == 2
+
+
+async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, ledger):
+    app = make_app({SPEC: [{"text": "On sonnet."}], OPUS: [{"text": "On opus."}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "hello", 1)
+        prompt_tokens = app.figures.last.usage.prompt_tokens
+
+        await submit(pilot, f"/model {OPUS}")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm dialog")
+        warning = notices(app)[-1]
+        assert "starts a new cache epoch" in warning
+        assert f"{prompt_tokens / 1000:.1f}k-token prefix" in warning
+        assert "5m cache write" in warning and "extra for the switch: ≈ $" in warning
+        # Declining keeps the model.
+        await pilot.press("n")
+        await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the dialog to close")
+        assert app.link.model_label == SPEC and notices(app)[-1] == f"kept {SPEC}"
+
+        await submit(pilot, f"/model {OPUS}")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm dialog again")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.link.model_label == OPUS and not app.busy, "the switch")
+        assert "new cache epoch" in notices(app)[-1]
+        assert "claude-opus-4-7" in str(app.query_one(StatusLine).render())
+        assert "nothing cached yet" in str(app.query_one(StatusLine).render())
+
+        await one_turn(pilot, "again", 2)
+        assert any(n.startswith("cache epoch 1: model switched by the user") for n in notices(app))
+        rows = ledger.calls(session_id=app.link.session_id)
+        assert [r.model for r in rows] == ["claude-sonnet-4-6", "claude-opus-4-7"]
+        assert rows[1].miss_reason == "model_changed"
+        bar = app.query(CallBar).last().render().plain
+        assert "✗ model_changed" in bar
+
+
+async def test_bad_model_spec_and_unknown_command_are_reported(make_app):
+    app = make_app({SPEC: []})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await submit(pilot, "/model gpt-4")
+        await pilot.pause()
+        assert "has no provider" in notices(app)[-1]
+        await submit(pilot, "/model openai/gpt-5.4")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: not app.busy and "could not switch" in notices(app)[-1], "the failed switch")
+        assert app.link.model_label == SPEC
+        await submit(pilot, "/frob")
+        await pilot.pause()
+        assert notices(app)[-1].startswith("unknown command /frob")
+        assert not app.query(UserPrompt)  # nothing went to the model
+
+
+async def test_cost_clear_and_resume(make_app, ledger):
+    app = make_app({SPEC: [{"text": "First."}, {"text": "Second."}, {"text": "Third, after resuming."}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "one", 1)
+        await one_turn(pilot, "two", 2)
+        first_session = app.link.session_id
+
+        await pilot.press("f2")
+        await pilot.pause()
+        cost = markdown_blocks(app)[-1]
+        assert "| 2 |" in cost and "`cold`" in cost
+
+        await submit(pilot, "/clear")
+        await wait_until(pilot, lambda: app.link.session_id != first_session, "a new session")
+        assert not app.query(UserPrompt) and not app.query(CallBar) and app.figures.calls == []
+
+        await submit(pilot, "/resume")
+        await pilot.pause()
+        listing = markdown_blocks(app)[-1]
+        assert f"`{first_session}`" in listing and "| 2 |" in listing and "| one |" in listing
+
+        await submit(pilot, f"/resume {first_session}")
+        await wait_until(pilot, lambda: len(app.query(CallBar)) == 2, "the resumed calls")
+        assert [w.render().plain for w in app.query(UserPrompt)] == ["one", "two"]
+        assert [m.source for m in app.query(".notice-md.-assistant")] == ["First.", "Second."]
+        assert f"resumed session {first_session}" in notices(app)[-1]
+
+        # The conversation goes on: the model sees the whole earlier transcript, and the cache
+        # panel now counts the old calls with the new one.
+        await one_turn(pilot, "three", 3)
+        backend = app.link.router.backends[SPEC]
+        assert len(backend.prompts[-1].messages) == 5
+        assert app.query(AssistantText).last().source == "Third, after resuming."
+        assert app.link.session_id != first_session
+        assert ledger.get_session(app.link.session_id).label == f"tui resume of {first_session}"
+
+        await submit(pilot, "/resume 0123")
+        await pilot.pause()
+        assert "no saved transcript" in notices(app)[-1]
+        await submit(pilot, "/resume ../../etc/passwd")
+        await pilot.pause()
+        assert "not a session id" in notices(app)[-1]
+
+
+async def test_input_history_walks_with_up_and_down(make_app):
+    app = make_app({SPEC: [{"text": "a"}, {"text": "b"}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "first prompt", 1)
+        await one_turn(pilot, "second prompt", 2)
+        box = app.query_one("#prompt")
+        box.value = "draft"
+        await pilot.press("up")
+        assert box.value == "second prompt"
+        await pilot.press("up")
+        assert box.value == "first prompt"
+        await pilot.press("down", "down")
+        assert box.value == "draft"
+
+
+async def test_approve_command_toggles_the_dialogs(make_app, workspace):
+    app = make_app({SPEC: [{"tool_calls": [("shell", '{"command": "echo ok"}')]}, {"text": "done"}]}, approvals=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await submit(pilot, "/approve off")
+        await pilot.pause()
+        assert "without asking" in notices(app)[-1]
+        await one_turn(pilot, "run it", 2)
+        assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_resume_at_start_like_the_cli_flag(make_app):
+    first = make_app({SPEC: [{"text": "Earlier answer."}]})
+    async with first.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "earlier question", 1)
+    old_id = first.link.session_id
+
+    app = make_app({SPEC: []}, resume=old_id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert [w.render().plain for w in app.query(UserPrompt)] == ["earlier question"]
+        assert len(app.query(CallBar)) == 1 and app.figures.totals().calls == 1
+        assert f"resumed session {old_id}" in notices(app)[-1]
+
+
+async def test_a_step_limit_stops_the_turn_and_says_why(make_app):
+    app = make_app({SPEC: [{"tool_calls": [("list_dir", "{}")]}, {"text": "never reached"}]}, max_steps=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "look around", 1)
+        assert notices(app)[-1] == "stopped: reached the limit of 1 model calls"
+        assert app.activity == "ready"
+        # The open turn is closed with a note, so the next prompt can follow.
+        assert app.link.session.transcript.messages[-1].content[0].text == (
+            "[stopped by a limit: reached the limit of 1 model calls]"
+        )

@@ -1,0 +1,56 @@
+"""SVG snapshots of the main screen and the two dialogs (pytest-textual-snapshot).
+
+Everything on screen is fixed: the scripted model, the fixed dynamic context, a frozen clock for
+the TTL countdown, a fixed terminal size, and no cursor blink. Regenerate deliberately with
+`pytest tests/tui/test_tui_snapshots.py --snapshot-update` after checking the report.
+"""
+
+from __future__ import annotations
+
+from tui_helpers import SPEC, submit, wait_until
+from tui_session_script import THREE_TURNS, run_three_turns
+
+from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.tui.prompt_input import PromptInput
+
+SIZE = (120, 36)
+
+
+def no_blink(app) -> None:
+    app.query_one(PromptInput).cursor_blink = False
+
+
+def test_main_screen_after_three_turns(make_app, clock, snap_compare):
+    app = make_app({SPEC: list(THREE_TURNS)})
+
+    async def run_before(pilot) -> None:
+        no_blink(app)
+        await run_three_turns(pilot)
+        clock.advance(100)
+        app.refresh_figures()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_model_switch_dialog(make_app, snap_compare):
+    app = make_app({SPEC: list(THREE_TURNS[:2])})
+
+    async def run_before(pilot) -> None:
+        no_blink(app)
+        await submit(pilot, "Why does test_add fail?")
+        await wait_until(pilot, lambda: not app.busy and len(app.figures.calls) == 2, "the turn")
+        await submit(pilot, "/model openai/gpt-5.4")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the dialog")
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_approval_dialog(make_app, snap_compare):
+    app = make_app({SPEC: [THREE_TURNS[2]]}, approvals=True)
+
+    async def run_before(pilot) -> None:
+        no_blink(app)
+        await submit(pilot, "Fix it")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the approval dialog")
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -1,0 +1,285 @@
+"""The hitrate Textual app: a conversation with the agent beside a live view of the prompt cache.
+
+The agent runs in a thread worker (`_agent_turn`) and only posts messages (`hitrate.tui.messages`);
+the `on_*` handlers below are the only code that changes widgets. Slash commands run on the event
+loop between turns (`hitrate.tui.app_commands`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Footer, Input
+
+from hitrate.tui.app_commands import CommandsMixin
+from hitrate.tui.cache_panel import CachePanel, summary_text
+from hitrate.tui.conversation import Conversation
+from hitrate.tui.dialogs import approval_screen
+from hitrate.tui.figures import SessionFigures, fmt_tokens
+from hitrate.tui.link import AgentLink, ResumedSession
+from hitrate.tui.messages import (
+    ApprovalRequested,
+    CallRecorded,
+    CallStarting,
+    EpochStarted,
+    StreamVoided,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnEnded,
+)
+from hitrate.tui.prompt_input import InputHistory, PromptInput
+from hitrate.tui.status import StatusLine
+from hitrate.tui.ttl import PrefixClock
+
+#: Tools that change the workspace: asked about first when approvals are on.
+APPROVAL_TOOLS = frozenset({"shell", "write_file", "edit_file"})
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class HitrateApp(CommandsMixin, App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "hitrate"
+    ENABLE_COMMAND_PALETTE = False
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel step"),
+        Binding("f1", "help", "Help"),
+        Binding("f2", "show_cost", "Cost"),
+        Binding("ctrl+b", "toggle_cache", "Cache panel"),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        link: AgentLink,
+        *,
+        approvals: bool = True,
+        clock: Callable[[], datetime] = utc_now,
+        tick_s: float | None = 1.0,
+        workspace: Path | None = None,
+        history: InputHistory | None = None,
+        resumed: ResumedSession | None = None,
+    ) -> None:
+        """`clock` and `tick_s` exist so tests can freeze the TTL countdown (tick_s=None: no timer)."""
+        super().__init__()
+        self.link = link
+        self.approvals = approvals
+        self.clock = clock
+        self.tick_s = tick_s
+        self.workspace = workspace
+        self.figures = SessionFigures()
+        self.prefix_clock = PrefixClock(link.provider, link.model)
+        self.activity = "ready"
+        self.busy = False
+        """True while a turn runs or a /model switch resolves its backend: no new prompt then."""
+        self._turn_running = False
+        self._cancel = threading.Event()
+        self._history = history or InputHistory()
+        self._resumed = resumed
+
+    # ---- layout ----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            yield Conversation(id="conversation")
+            yield CachePanel(id="cache")
+        yield StatusLine("", id="status")
+        yield PromptInput(
+            history=self._history,
+            placeholder="Ask the agent, or /help",
+            id="prompt",
+        )
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.refresh_figures()
+        self.query_one(PromptInput).focus()
+        if self.tick_s:
+            self.set_interval(self.tick_s, self.refresh_figures)
+        where = f" in {self.workspace.name}" if self.workspace is not None else ""
+        await self.conversation.add_notice(
+            f"hitrate{where} · {self.link.model_label} · /help for commands, Esc cancels a step"
+        )
+        if self._resumed is not None:
+            await self.show_resumed(self._resumed)
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.query_one(Conversation)
+
+    @property
+    def cache_panel(self) -> CachePanel:
+        return self.query_one(CachePanel)
+
+    def refresh_figures(self) -> None:
+        """Redraw the status line and the panel summary from the figures and the clock."""
+        totals = self.figures.totals()
+        clock = self.prefix_clock.clock(self.clock())
+        self.query_one(StatusLine).show(self.link.model_label, self.activity, totals, clock)
+        panel = self.cache_panel
+        panel.show_summary(
+            summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd())
+        )
+        panel.show_clock(clock)
+
+    def set_activity(self, activity: str) -> None:
+        self.activity = activity
+        self.refresh_figures()
+
+    # ---- input -----------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#prompt")
+    async def on_prompt_submitted(self, event: Input.Submitted) -> None:
+        text = event.value
+        if not text.strip():
+            return
+        prompt_box = self.query_one(PromptInput)
+        prompt_box.history.add(text)
+        prompt_box.value = ""
+        if text.lstrip().startswith("/"):
+            await self.run_command_line(text)
+            return
+        if self.busy:
+            self.notify("The agent is still working: wait, or press Esc to cancel the step.", severity="warning")
+            prompt_box.value = text
+            return
+        await self.conversation.add_user(text)
+        self.start_turn(text)
+
+    def start_turn(self, prompt: str) -> None:
+        self.busy = True
+        self._turn_running = True
+        self._cancel = threading.Event()
+        self.set_activity("thinking…")
+        self._agent_turn(prompt, self._cancel)
+
+    @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
+    def _agent_turn(self, prompt: str, cancel: threading.Event) -> None:
+        # Runs off the event loop: it may only post messages.
+        try:
+            self.link.run_turn(prompt, self.post_message, cancel, self._approve_from_worker(cancel))
+        except Exception as exc:  # the app must survive any agent failure and say what it was
+            self.post_message(TurnEnded("failed", f"{type(exc).__name__}: {exc}"))
+
+    def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool]:
+        def approve(tool: str, args: dict[str, Any]) -> bool:
+            if not self.approvals or tool not in APPROVAL_TOOLS:
+                return True
+            reply: Future[bool] = Future()
+            self.post_message(ApprovalRequested(tool, args, reply))
+            while True:
+                try:
+                    return reply.result(timeout=0.1)
+                except FutureTimeout:
+                    if cancel.is_set():
+                        return False
+
+        return approve
+
+    # ---- agent messages (the only code that touches widgets for the agent) ------------------
+
+    @on(TextDelta)
+    async def on_text_delta(self, message: TextDelta) -> None:
+        if self.activity != "writing…":
+            self.set_activity("writing…")
+        await self.conversation.stream_text(message.text)
+
+    @on(CallStarting)
+    def on_call_starting(self, message: CallStarting) -> None:
+        self.set_activity(f"step {message.step}: calling {message.model} (~{fmt_tokens(message.prompt_tokens_estimate)} tokens)…")
+
+    @on(StreamVoided)
+    async def on_stream_voided(self, message: StreamVoided) -> None:
+        await self.conversation.void_text()
+        await self.conversation.add_notice(
+            f"attempt {message.attempt} failed ({message.error}); retrying in {message.delay_s:.1f}s — the text above is void",
+            "warning",
+        )
+
+    @on(ToolStarted)
+    async def on_tool_started(self, message: ToolStarted) -> None:
+        self.set_activity(f"running {message.name}…")
+        await self.conversation.add_tool(message.call_id, message.name, message.args)
+
+    @on(ToolFinished)
+    def on_tool_finished(self, message: ToolFinished) -> None:
+        self.conversation.finish_tool(message.call_id, message.content, message.is_error, message.metadata)
+        self.set_activity("thinking…")
+
+    @on(CallRecorded)
+    async def on_call_recorded(self, message: CallRecorded) -> None:
+        figure = message.figure.model_copy(update={"number": self.figures.next_number})
+        self.figures.add(figure)
+        if figure.error is None:
+            self.prefix_clock.observe(figure.started_at, figure.usage)
+        await self.cache_panel.add_call(figure)
+        self.refresh_figures()
+
+    @on(EpochStarted)
+    async def on_epoch_started(self, message: EpochStarted) -> None:
+        if message.changes:
+            self.prefix_clock.switch(self.link.provider, self.link.model)
+            await self.conversation.add_notice(
+                f"cache epoch {message.number}: {message.reason} — the cached prefix starts over", "warning"
+            )
+            self.refresh_figures()
+
+    @on(ApprovalRequested)
+    def on_approval_requested(self, message: ApprovalRequested) -> None:
+        self.set_activity(f"awaiting approval: {message.tool}")
+
+        def answered(allowed: bool | None) -> None:
+            if not message.reply.done():
+                message.reply.set_result(bool(allowed))
+            self.set_activity(f"running {message.tool}…" if allowed else "thinking…")
+
+        self.push_screen(approval_screen(message.tool, message.args), answered)
+
+    @on(TurnEnded)
+    async def on_turn_ended(self, message: TurnEnded) -> None:
+        await self.conversation.end_text()
+        self.busy = False
+        self._turn_running = False
+        if message.outcome == "cancelled":
+            self.conversation.cancel_running_tools()
+            await self.conversation.add_notice("step cancelled; every call made so far is in the ledger", "warning")
+        elif message.outcome == "failed":
+            self.conversation.cancel_running_tools()
+            await self.conversation.add_notice(f"the agent failed: {message.detail}", "error")
+        elif message.outcome == "stopped":
+            await self.conversation.add_notice(f"stopped: {message.detail}", "warning")
+        self.set_activity("ready")
+
+    # ---- keys ------------------------------------------------------------------------------
+
+    def action_cancel(self) -> None:
+        if not self._turn_running:
+            return
+        self._cancel.set()
+        self.set_activity("cancelling…")
+
+    def action_toggle_cache(self) -> None:
+        self.cache_panel.toggle_class("-hidden")
+
+    async def action_help(self) -> None:
+        await self.run_command_line("/help")
+
+    async def action_show_cost(self) -> None:
+        await self.run_command_line("/cost")
+
+    async def on_unmount(self) -> None:
+        self._cancel.set()

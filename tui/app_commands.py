@@ -1,0 +1,202 @@
+"""Slash commands of the app: /model, /cost, /clear, /resume, /approve, /help, /quit.
+
+They run on the app's event loop, between turns, and change widgets directly (they are user
+actions, not agent output).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+
+from hitrate.tui.commands import CommandError, help_markdown, parse_command
+from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.link import ResumedSession, estimate_switch
+from hitrate.tui.messages import ModelSwitched
+
+if TYPE_CHECKING:
+    from hitrate.tui.app import HitrateApp
+
+_KEYS = [
+    ("enter", "send the prompt (or run the /command)"),
+    ("up / down", "walk through earlier prompts"),
+    ("esc", "cancel the current step (what was recorded stays recorded)"),
+    ("f1", "this help"),
+    ("f2", "session cost (/cost)"),
+    ("ctrl+b", "show or hide the cache panel"),
+    ("ctrl+q", "quit"),
+]
+
+#: Commands that would disturb a turn in progress.
+_IDLE_ONLY = {"model", "clear", "resume"}
+
+
+def cost_markdown(figures: SessionFigures) -> str:
+    """The /cost report: buckets, the Σ-hit ratio, cost, and every miss with its price."""
+    t = figures.totals()
+    unknown = ", ".join(f"{b} in {n}" for b, n in t.unknown.items() if b != "reasoning")
+    lines = [
+        "**Session cost**",
+        "",
+        "| calls | cache read | cache write | fresh input | output | Σ-hit ratio | calls with a hit | cost |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {t.calls} | {fmt_tokens(t.cache_read)} | {fmt_tokens(t.cache_write_total)} | {fmt_tokens(t.fresh_input)} "
+        f"| {fmt_tokens(t.output)} | {fmt_ratio(t.hit_ratio)} | {fmt_ratio(t.calls_with_hit_share)} | {fmt_usd(t.cost_usd)} |",
+    ]
+    if t.unpriced_calls:
+        lines += ["", f"{t.unpriced_calls} call(s) have no price and are not in the cost."]
+    if unknown:
+        lines += ["", f"Not reported by the provider (left out of the sums, never counted as 0): {unknown}."]
+    misses = figures.misses()
+    if misses:
+        lines += ["", "**Misses**", ""]
+        for call in misses:
+            extra = f" — cost {fmt_usd(call.miss_cost_usd)} more than a hit" if call.miss_cost_usd is not None else ""
+            tokens = f", {fmt_tokens(call.miss_tokens)} tokens not read from cache" if call.miss_tokens is not None else ""
+            lines.append(f"- call #{call.number} ({call.model}): `{call.miss_reason}`{tokens}{extra}")
+        total = figures.miss_cost_usd()
+        if total is not None:
+            lines += ["", f"Misses cost {fmt_usd(total)} in all."]
+    return "\n".join(lines)
+
+
+class CommandsMixin:
+    """Mixed into HitrateApp."""
+
+    async def run_command_line(self: "HitrateApp", text: str) -> None:
+        try:
+            command = parse_command(text)
+        except CommandError as exc:
+            await self.conversation.add_notice(str(exc), "error")
+            return
+        if self.busy and command.name in _IDLE_ONLY:
+            await self.conversation.add_notice(f"/{command.name} waits until the agent stops (Esc cancels the step)", "warning")
+            return
+        handler = getattr(self, f"_command_{command.name}")
+        await handler(command.arg)
+
+    async def _command_help(self: "HitrateApp", arg: str) -> None:
+        await self.conversation.add_markdown(help_markdown(_KEYS))
+
+    async def _command_cost(self: "HitrateApp", arg: str) -> None:
+        await self.conversation.add_markdown(cost_markdown(self.figures))
+
+    async def _command_quit(self: "HitrateApp", arg: str) -> None:
+        self.exit()
+
+    async def _command_approve(self: "HitrateApp", arg: str) -> None:
+        self.approvals = arg.lower() == "on"
+        state = "asks before shell commands and file writes" if self.approvals else "runs shell commands and writes files without asking"
+        await self.conversation.add_notice(f"the agent now {state}")
+
+    async def _command_model(self: "HitrateApp", arg: str) -> None:
+        try:
+            provider, model, label = self.link.check_model(arg)
+        except ValueError as exc:
+            await self.conversation.add_notice(str(exc), "error")
+            return
+        if label == self.link.model_label:
+            await self.conversation.add_notice(f"already on {label}")
+            return
+        estimate = estimate_switch(self.figures.last, self.link.model, self.link.model_label, label, model, provider, self.clock())
+
+        async def confirmed(yes: bool | None) -> None:
+            if not yes:
+                await self.conversation.add_notice(f"kept {self.link.model_label}")
+                return
+            # Resolving a backend can take long (the local engine loads its weights): off the loop.
+            self.busy = True
+            self.set_activity(f"switching to {label}…")
+            self._switch_model(arg)
+
+        await self.conversation.add_notice(estimate.message(), "warning")
+        self.push_screen(
+            ConfirmScreen("Switch model?", Text(estimate.message()), yes="Switch", no="Stay"),
+            confirmed,
+        )
+
+    @work(thread=True, group="switch", exit_on_error=False)
+    def _switch_model(self: "HitrateApp", spec: str) -> None:
+        try:
+            self.link.switch_model(spec)
+        except Exception as exc:  # a bad key, an unreachable server, weights that do not load
+            self.post_message(ModelSwitched(spec, f"could not switch to {spec}: {exc}"))
+        else:
+            self.post_message(ModelSwitched(spec))
+
+    # Named, not @on-decorated: the decorator's registry only sees classes built by Textual's
+    # metaclass, and this mixin is not one.
+    async def on_model_switched(self: "HitrateApp", message: ModelSwitched) -> None:
+        self.busy = False
+        if message.error is not None:
+            await self.conversation.add_notice(message.error, "error")
+        else:
+            self.prefix_clock.switch(self.link.provider, self.link.model)
+            await self.conversation.add_notice(
+                f"now on {self.link.model_label}; the next call starts a new cache epoch", "warning"
+            )
+        self.set_activity("ready")
+
+    async def _command_clear(self: "HitrateApp", arg: str) -> None:
+        self.link.new_session()
+        await self.conversation.clear()
+        await self.cache_panel.clear_calls()
+        self.figures.clear()
+        # The tools + system head is the same bytes for the same model, so its cache entry (and
+        # the clock that says how warm it is) carries over to the new session.
+        await self.conversation.add_notice(
+            f"new session on {self.link.model_label}; the cached tools + system head is reused while warm"
+        )
+        self.refresh_figures()
+
+    async def _command_resume(self: "HitrateApp", arg: str) -> None:
+        if not arg:
+            await self._list_sessions()
+            return
+        try:
+            resumed = self.link.resume(arg)
+        except (KeyError, ValueError) as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            await self.conversation.add_notice(str(message), "error")
+            return
+        await self.show_resumed(resumed)
+
+    async def _list_sessions(self: "HitrateApp") -> None:
+        sessions = self.link.recent_sessions()
+        if not sessions:
+            await self.conversation.add_notice("no earlier sessions in the ledger")
+            return
+        lines = ["**Recent sessions** (`/resume <id>`)", "", "| id | started (UTC) | model | calls | cost | first prompt |", "|---|---|---|---:|---:|---|"]
+        for s in sessions:
+            prompt = s.first_prompt.replace("|", "\\|").replace("\n", " ")[:40]
+            lines.append(
+                f"| `{s.id}` | {s.started_at:%Y-%m-%d %H:%M} | {s.model or '?'} | {s.calls} | {fmt_usd(s.cost_usd)} | {prompt} |"
+            )
+        await self.conversation.add_markdown("\n".join(lines))
+
+    async def show_resumed(self: "HitrateApp", resumed: ResumedSession) -> None:
+        """Put a resumed session back on screen: its transcript, then its calls and figures."""
+        await self.conversation.clear()
+        await self.cache_panel.clear_calls()
+        self.figures.clear()
+        self.prefix_clock.switch(self.link.provider, self.link.model)
+        for item in resumed.items:
+            if item.kind == "user":
+                await self.conversation.add_user(item.text)
+            elif item.kind == "assistant":
+                await self.conversation.add_markdown(item.text, "assistant")
+            else:
+                await self.conversation.add_tool(item.call_id, item.tool, item.args)
+                self.conversation.finish_tool(item.call_id, item.text, item.is_error, item.metadata)
+        for figure in resumed.calls:
+            self.figures.add(figure)
+            if figure.error is None and figure.model == self.link.model:
+                self.prefix_clock.observe(figure.started_at, figure.usage)
+            await self.cache_panel.add_call(figure)
+        await self.conversation.add_notice(
+            f"resumed session {resumed.session_id} ({len(resumed.calls)} calls) on {self.link.model_label}"
+        )
+        self.refresh_figures()

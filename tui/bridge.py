@@ -1,0 +1,97 @@
+"""Turns the harness's agent events into the app's typed messages.
+
+The bridge is the agent's event sink: it is called on the worker thread, keeps a little state
+(which steps already streamed text, when each call started) and only ever calls `post`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from hitrate.harness import events as ev
+from hitrate.tui import messages as msg
+from hitrate.tui.figures import CallFigure
+
+#: How the agent's stop statuses read on screen.
+_OUTCOME = {
+    "end_turn": "finished",
+    "cancelled": "cancelled",
+    "error": "failed",
+    "max_steps": "stopped",
+    "max_cost": "stopped",
+    "max_wall": "stopped",
+}
+
+
+def parse_arguments(arguments: str) -> dict[str, Any]:
+    """Tool arguments as the model sent them: a JSON object, or the raw text when it is not one
+    (the tool will report the error; the panel still shows what was sent)."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return {"arguments (not JSON)": arguments}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+class EventBridge:
+    """An `EventSink` for one agent turn."""
+
+    def __init__(self, post: Callable[[msg.AgentMessage], None], backend: str, model: str, clock: Callable[[], datetime]) -> None:
+        self._post = post
+        self._backend = backend
+        # Events name the model by its spec label; figures use the wire name, like the ledger.
+        self._model = model
+        self._clock = clock
+        self._started: dict[int, datetime] = {}
+        self._streamed_steps: set[int] = set()
+        self.outcome: str | None = None
+
+    def __call__(self, event: BaseModel) -> None:
+        if isinstance(event, ev.TextDelta):
+            self._streamed_steps.add(event.step)
+            self._post(msg.TextDelta(event.text))
+        elif isinstance(event, ev.CallStarted):
+            # The sink runs just before the request goes out: the TTL clock's anchor.
+            self._started[event.step] = self._clock()
+            self._post(msg.CallStarting(event.step, event.model, event.prompt_tokens_estimate))
+        elif isinstance(event, ev.CallRetrying):
+            self._streamed_steps.discard(event.step)
+            self._post(msg.StreamVoided(event.error, event.delay_s, event.attempt))
+        elif isinstance(event, ev.CallRecorded):
+            self._post(msg.CallRecorded(self._figure(event)))
+        elif isinstance(event, ev.ToolCallStarted):
+            self._post(msg.ToolStarted(event.call_id, event.name, parse_arguments(event.arguments)))
+        elif isinstance(event, ev.ToolCallFinished):
+            self._post(msg.ToolFinished(event.call_id, event.name, event.content, event.is_error, dict(event.metadata)))
+        elif isinstance(event, ev.EpochStarted):
+            self._post(msg.EpochStarted(event.number, event.reason, tuple(event.changes), event.model))
+        elif isinstance(event, ev.AssistantTurn):
+            # A backend that does not stream (or a replayed turn) produced text nobody saw yet.
+            if event.text and event.step not in self._streamed_steps:
+                self._post(msg.TextDelta(event.text))
+        elif isinstance(event, ev.Finished):
+            self.outcome = _OUTCOME.get(event.status, "stopped")
+            detail = event.detail or ("" if event.status == "end_turn" else event.status)
+            self._post(msg.TurnEnded(self.outcome, detail))
+
+    def _figure(self, event: ev.CallRecorded) -> CallFigure:
+        started = getattr(event, "started_at", None) or self._started.get(event.step) or self._clock()
+        return CallFigure(
+            number=0,
+            backend=self._backend,
+            model=self._model,
+            started_at=started,
+            usage=event.usage,
+            cost_usd=event.cost_usd,
+            ttft_s=event.ttft_s,
+            miss_reason=event.miss_reason,
+            miss_tokens=event.miss_tokens,
+            miss_cost_usd=event.miss_cost_usd,
+            error=event.error,
+            epoch=event.epoch,
+        )

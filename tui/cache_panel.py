@@ -1,0 +1,138 @@
+"""The cache panel: what the prompt cache did for each call, and for the session so far."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Static
+
+from hitrate.store.cost import UsageTotals
+from hitrate.tui.figures import CallFigure, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.ttl import CacheClock
+
+PART_LETTERS = {"read": "R", "write": "W", "fresh": "F", "output": "O"}
+#: Bars are coloured blanks (the colour is the background), which draw the same in every terminal
+#: font and in SVG screenshots; a glyph such as █ may not fill its cell.
+BAR_CELL = " "
+
+
+class _BarColours(Widget):
+    """Widgets drawing bar parts; the colours are component classes styled in app.tcss."""
+
+    COMPONENT_CLASSES = {
+        "call-bar--read",
+        "call-bar--write",
+        "call-bar--fresh",
+        "call-bar--output",
+        "call-bar--unknown",
+        "call-bar--miss",
+        "call-bar--dim",
+    }
+
+    def _style(self, part: str) -> Style:
+        return self.get_component_rich_style(f"call-bar--{part}", partial=True)
+
+
+class BarLegend(_BarColours):
+    """A colour swatch for each part of the bars."""
+
+    def render(self) -> Text:
+        text = Text()
+        for part in ("read", "write", "fresh", "output"):
+            text.append(BAR_CELL * 2, style=self._style(part))
+            text.append(f" {part}  ")
+        return text
+
+
+class CallBar(_BarColours):
+    """One call: a read / write / fresh / output bar, its cost, its counts, and why it missed."""
+
+    def __init__(self, figure: CallFigure) -> None:
+        super().__init__(classes="call-bar" + (" -miss" if figure.missed else "") + (" -failed" if figure.error else ""))
+        self.figure = figure
+
+    def render(self) -> Text:
+        fig = self.figure
+        parts = bar_parts(fig.usage)
+        head = f"#{fig.number} "
+        cost = f" {fmt_usd(fig.cost_usd)}"
+        unknown = [p for p, n in parts.items() if n is None]
+        marker = "?" if unknown else ""
+        width = max(4, self.size.width - len(head) - len(cost) - len(marker))
+        text = Text(head, style=self._style("dim"))
+        used = 0
+        for part, cells in bar_cells(parts, width):
+            text.append(BAR_CELL * cells, style=self._style(part))
+            used += cells
+        if used == 0:
+            text.append("·" * width, style=self._style("unknown"))
+        elif used < width:
+            text.append(" " * (width - used))
+        if marker:
+            text.append(marker, style=self._style("unknown"))
+        text.append(cost)
+        counts = "  ".join(f"{PART_LETTERS[p]} {fmt_tokens(n)}" for p, n in parts.items())
+        text.append(f"\n   {counts}", style=self._style("dim"))
+        if fig.error:
+            text.append(f"\n   ✗ failed: {fig.error.splitlines()[0][:60]}", style=self._style("miss"))
+        elif fig.missed:
+            extra = f" · +{fmt_usd(fig.miss_cost_usd)}" if fig.miss_cost_usd is not None else ""
+            text.append(f"\n   ✗ {fig.miss_reason}{extra}", style=self._style("miss"))
+        return text
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+        return 3 if (self.figure.missed or self.figure.error) else 2
+
+
+def summary_text(model_label: str, backend: str, totals: UsageTotals, misses: int, miss_cost: float | None) -> str:
+    """The session figures at the top of the panel."""
+    lines = [
+        f"{backend} · {model_label}",
+        f"calls {totals.calls}   Σhit {fmt_ratio(totals.hit_ratio)}",
+        f"cost {fmt_usd(totals.cost_usd)}" + (f" ({totals.unpriced_calls} unpriced)" if totals.unpriced_calls else ""),
+        f"R {fmt_tokens(totals.cache_read)}  W {fmt_tokens(totals.cache_write_total)}  "
+        f"F {fmt_tokens(totals.fresh_input)}  O {fmt_tokens(totals.output)}",
+    ]
+    if misses:
+        lines.append(f"misses {misses}" + (f" · {fmt_usd(miss_cost)} over hits" if miss_cost is not None else ""))
+    return "\n".join(lines)
+
+
+class CacheClockView(Static):
+    """The TTL countdown of the cached prefix; its class names the state for styling."""
+
+    def show(self, clock: CacheClock) -> None:
+        for state in ("warm", "expiring", "cold", "unknown"):
+            self.set_class(clock.state == state, f"-{state}")
+        self.update(Text(f"● cache {clock.render()}"))
+
+
+class CachePanel(Vertical):
+    """Docked beside the conversation: session summary, the TTL clock, a legend and the calls."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("Cache", id="cache-title")
+        yield Static("", id="cache-summary")
+        yield CacheClockView("", id="cache-clock")
+        yield BarLegend(id="cache-legend")
+        yield VerticalScroll(id="cache-calls")
+
+    def on_mount(self) -> None:
+        # The newest call stays in view unless the user scrolls back through older ones.
+        self.query_one("#cache-calls", VerticalScroll).anchor()
+
+    def show_summary(self, text: str) -> None:
+        self.query_one("#cache-summary", Static).update(Text(text))
+
+    def show_clock(self, clock: CacheClock) -> None:
+        self.query_one(CacheClockView).show(clock)
+
+    async def add_call(self, figure: CallFigure) -> None:
+        await self.query_one("#cache-calls", VerticalScroll).mount(CallBar(figure))
+
+    async def clear_calls(self) -> None:
+        await self.query_one("#cache-calls", VerticalScroll).remove_children()
+

@@ -1,0 +1,77 @@
+"""`hitrate tui`: the interactive app. Registered through the `hitrate.commands` entry point, since
+the harness's CLI must not import the TUI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from hitrate.harness.agent import AgentLimits
+from hitrate.harness.defaults import default_model
+from hitrate.harness.models import ModelSpecError
+from hitrate.harness.session import SessionConfig
+
+EXIT_USAGE = 2
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tui")(tui_command)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def tui_command(
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m",
+        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, "
+        "local/<path or hub id>. Default: $HITRATE_MODEL, the config file, the first provider with a key, "
+        "else a small local model. /model switches later.",
+    ),
+    workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project the agent works in (its tools cannot leave it)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Continue this session (its id from /resume or `hitrate ledger`)."),
+    approve: bool = typer.Option(True, "--approve/--no-approve", help="Ask before shell commands and file writes."),
+    max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls per prompt."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
+    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+) -> None:
+    """Work with the agent interactively and watch the prompt cache: every call's read / write /
+    fresh / output tokens, the session's cost and Σ-hit ratio, how long the cached prefix stays
+    warm, and why any call missed. /help inside lists the commands."""
+    # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
+    from hitrate.tui.app import HitrateApp
+    from hitrate.tui.harness_link import HarnessLink
+
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        _fail(f"workspace {ws} is not a directory")
+    try:
+        spec = model or default_model()
+        if spec.startswith("local/"):
+            typer.echo(f"loading {spec} …", err=True)
+        link = HarnessLink(
+            spec,
+            ws,
+            db,
+            limits=AgentLimits(max_steps=max_steps, max_cost_usd=max_cost),
+            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui"),
+        )
+    except ModelSpecError as exc:
+        _fail(str(exc))
+    try:
+        resumed = None
+        if resume is not None:
+            try:
+                resumed = link.resume(resume)
+            except (KeyError, ValueError) as exc:
+                _fail(str(exc.args[0] if exc.args else exc))
+        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed)
+        app.run()
+    finally:
+        link.close()
+    typer.echo(f"session {link.session_id} is in the ledger ({link.ledger.path}); hitrate tui --resume {link.session_id} continues it")

@@ -1,0 +1,82 @@
+"""Slash commands typed into the prompt box: parsing and the help text.
+
+Parsing is pure; the app decides what each command does. Anything starting with "/" is a
+command, so a typo is reported instead of being sent to the model as a prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "quit"]
+
+
+class CommandError(ValueError):
+    """A line starting with "/" that is not a valid command; the message says what to type."""
+
+
+class Command(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: CommandName
+    arg: str = ""
+
+
+class CommandHelp(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    usage: str
+    summary: str
+
+
+COMMANDS: dict[str, CommandHelp] = {
+    "model": CommandHelp(
+        usage="/model <spec>",
+        summary="switch model or backend (anthropic/…, openai/…, deepseek/…, gemini/…, "
+        "openai-compat/<model>@<url>, local/<path>); shows what the new cache epoch costs, then asks",
+    ),
+    "cost": CommandHelp(usage="/cost", summary="tokens per bucket, Σ-hit ratio, cost and every miss of this session"),
+    "clear": CommandHelp(usage="/clear", summary="start a new session (empty history; the cached tools + system head stays reusable)"),
+    "resume": CommandHelp(usage="/resume [session-id]", summary="list recent sessions, or resume one from the ledger"),
+    "approve": CommandHelp(usage="/approve on|off", summary="ask before shell commands and file writes, or not"),
+    "help": CommandHelp(usage="/help", summary="this list"),
+    "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
+}
+
+_TAKES_ARG = {"model": "required", "resume": "optional", "approve": "required"}
+
+
+def is_command(text: str) -> bool:
+    return text.lstrip().startswith("/")
+
+
+def parse_command(text: str) -> Command:
+    """Parse "/name [arg]". Raises CommandError for unknown names and missing or extra args."""
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        raise CommandError(f"{text!r} is not a command (commands start with /)")
+    head, _, rest = stripped[1:].partition(" ")
+    name = head.lower()
+    arg = rest.strip()
+    if name not in COMMANDS:
+        known = ", ".join(f"/{n}" for n in COMMANDS)
+        raise CommandError(f"unknown command /{head}; known: {known}")
+    need = _TAKES_ARG.get(name)
+    if need == "required" and not arg:
+        raise CommandError(f"usage: {COMMANDS[name].usage}")
+    if need is None and arg:
+        raise CommandError(f"/{name} takes no argument (usage: {COMMANDS[name].usage})")
+    if name == "approve" and arg.lower() not in ("on", "off"):
+        raise CommandError(f"usage: {COMMANDS['approve'].usage}")
+    return Command(name=name, arg=arg)  # type: ignore[arg-type]
+
+
+def help_markdown(key_help: list[tuple[str, str]]) -> str:
+    """The /help text as markdown: commands, then keys."""
+    lines = ["**Commands**", ""]
+    lines += [f"- `{h.usage}` — {h.summary}" for h in COMMANDS.values()]
+    lines += ["", "**Keys**", ""]
+    lines += [f"- `{key}` — {what}" for key, what in key_help]
+    return "\n".join(lines)

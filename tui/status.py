@@ -1,0 +1,35 @@
+"""The one-line status bar above the prompt box."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from hitrate.store.cost import UsageTotals
+from hitrate.tui.figures import fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.ttl import CacheClock
+
+
+def status_text(model_label: str, activity: str, totals: UsageTotals, clock: CacheClock) -> str:
+    """model │ activity │ calls │ Σhit │ R/W/F/O │ cost │ cache clock."""
+    return " │ ".join(
+        [
+            model_label,
+            activity,
+            f"{totals.calls} call" + ("" if totals.calls == 1 else "s"),
+            f"Σhit {fmt_ratio(totals.hit_ratio)}",
+            f"R {fmt_tokens(totals.cache_read)} W {fmt_tokens(totals.cache_write_total)} "
+            f"F {fmt_tokens(totals.fresh_input)} O {fmt_tokens(totals.output)}",
+            fmt_usd(totals.cost_usd),
+            f"cache {clock.render()}",
+        ]
+    )
+
+
+class StatusLine(Static):
+    """Styled by the cache state class (-warm / -expiring / -cold / -unknown) in app.tcss."""
+
+    def show(self, model_label: str, activity: str, totals: UsageTotals, clock: CacheClock) -> None:
+        for state in ("warm", "expiring", "cold", "unknown"):
+            self.set_class(clock.state == state, f"-{state}")
+        self.update(Text(status_text(model_label, activity, totals, clock), no_wrap=True, overflow="ellipsis"))

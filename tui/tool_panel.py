@@ -1,0 +1,110 @@
+"""One collapsible panel per tool call: its arguments, then its result, error or diff."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.widgets import Collapsible, Static
+
+#: Result text beyond this many lines is cut in the panel (the model got all of it).
+RESULT_MAX_LINES = 40
+#: Arguments whose value is shown inline in the title, by tool.
+_TITLE_ARG = {"shell": "command", "read_file": "path", "write_file": "path", "edit_file": "path",
+              "list_dir": "path", "glob": "pattern", "grep": "pattern"}
+
+
+def tool_title(name: str, args: dict[str, Any]) -> str:
+    """"shell: pytest -q" — the tool and its most telling argument, on one short line."""
+    key = _TITLE_ARG.get(name)
+    value = args.get(key) if key else None
+    if not isinstance(value, str) or not value:
+        return name
+    first = value.strip().splitlines()[0] if value.strip() else value
+    if len(first) > 60:
+        first = first[:57] + "…"
+    return f"{name}: {first}"
+
+
+def args_text(args: dict[str, Any]) -> str:
+    """Arguments as readable text: multi-line strings shown as blocks, the rest as JSON."""
+    lines: list[str] = []
+    for key in sorted(args):
+        value = args[key]
+        if isinstance(value, str) and "\n" in value:
+            lines.append(f"{key}:")
+            lines.extend(f"  {line}" for line in value.splitlines())
+        else:
+            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines) if lines else "(no arguments)"
+
+
+def _lines_note(value: str) -> str:
+    count = len(value.splitlines())
+    return f"({count} line{'' if count == 1 else 's'}, see the diff)"
+
+
+def compact_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments with multi-line strings summarised, for panels whose diff shows the change."""
+    return {
+        key: _lines_note(value) if isinstance(value, str) and "\n" in value else value
+        for key, value in args.items()
+    }
+
+
+def cut_lines(text: str, limit: int = RESULT_MAX_LINES) -> str:
+    lines = text.splitlines()
+    if len(lines) <= limit:
+        return text
+    hidden = len(lines) - limit
+    return "\n".join(lines[:limit] + [f"… {hidden} more lines"])
+
+
+class ToolPanel(Collapsible):
+    """A tool call: title with its state, collapsed once it has finished cleanly."""
+
+    def __init__(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        self.call_id = call_id
+        self.args = args
+        self.tool_name = name
+        self.base_title = tool_title(name, args)
+        super().__init__(
+            Static(Text(args_text(args)), classes="tool-args"),
+            title=f"⚙ {self.base_title} …",
+            collapsed=False,
+            classes="tool-panel -running",
+        )
+        self.state = "running"
+        self.result = ""
+        self.diff = ""
+
+    def finish(self, content: str, is_error: bool, metadata: dict[str, Any]) -> None:
+        """Show the result. Errors and diffs stay open; plain successes fold away."""
+        self.state = "error" if is_error else "done"
+        self.remove_class("-running")
+        self.add_class("-error" if is_error else "-done")
+        mark = "✗" if is_error else "✓"
+        refused = bool(metadata.get("refused"))
+        suffix = " (refused)" if refused else ""
+        self.title = f"{mark} {self.base_title}{suffix}"
+        contents = self.query_one(Collapsible.Contents)
+        diff = metadata.get("diff")
+        self.result = content
+        self.diff = diff if isinstance(diff, str) else ""
+        if is_error:
+            contents.mount(Static(Text(cut_lines(content)), classes="tool-error"))
+        else:
+            contents.mount(Static(Text(cut_lines(content)), classes="tool-result"))
+        if isinstance(diff, str) and diff:
+            self.query_one(".tool-args", Static).update(Text(args_text(compact_args(self.args))))
+            contents.mount(Static(Syntax(cut_lines(diff, 200), "diff", theme="ansi_dark", word_wrap=True), classes="tool-diff"))
+        self.collapsed = not (is_error or (isinstance(diff, str) and diff))
+
+    def cancel(self) -> None:
+        """The step was cancelled before the tool returned."""
+        self.state = "cancelled"
+        self.remove_class("-running")
+        self.add_class("-error")
+        self.title = f"✗ {self.base_title} (cancelled)"
