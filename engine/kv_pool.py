@@ -37,6 +37,26 @@ def _as_index(pages: array, device: torch.device) -> torch.Tensor:
     return index.to(device, non_blocking=True) if device.type != "cpu" else index
 
 
+# Above this many runs of consecutive slots, one gather op beats a Python loop of slice copies.
+_MAX_RUNS = 64
+
+
+def _runs(slots: torch.Tensor) -> list[tuple[int, int, int]] | None:
+    """Split a slot index into runs of consecutive slots: (offset in the sequence, first slot,
+    length). On CPU, `index_select` along the slot dimension moves one head_dim row at a time and
+    is several times slower than slice copies; the radix tree hands out pages in ascending runs,
+    so a cached prefix is usually a handful of runs. None when the index is too fragmented."""
+    n = slots.numel()
+    if n == 0:
+        return []
+    breaks = torch.nonzero(slots[1:] - slots[:-1] != 1).flatten()
+    if breaks.numel() >= _MAX_RUNS:
+        return None
+    bounds = [0] + (breaks + 1).tolist() + [n]
+    firsts = slots[bounds[:-1]].tolist()
+    return [(a, first, b - a) for a, b, first in zip(bounds[:-1], bounds[1:], firsts)]
+
+
 class KVPool:
     """Device pages plus an optional host tier, with O(1)-per-page copies in and out."""
 
@@ -82,11 +102,36 @@ class KVPool:
 
     def gather(self, pages: array, start: int, end: int) -> torch.Tensor:
         """K/V of positions [start, end) as `[layers, 2, kv_heads, end - start, head_dim]`."""
-        return self.data.index_select(3, self.slot_index(pages, start, end))
+        out = torch.empty(
+            (self.shape.layers, 2, self.shape.kv_heads, end - start, self.shape.head_dim),
+            dtype=self.data.dtype,
+            device=self.device,
+        )
+        self.read_into(pages, start, end, out)
+        return out
+
+    def read_into(self, pages: array, start: int, end: int, out: torch.Tensor) -> None:
+        """Copy positions [start, end) into `out` (`[layers, 2, kv_heads, end - start, head_dim]`,
+        e.g. a view of a sequence buffer), without an intermediate tensor when slots form runs."""
+        slots = self.slot_index(pages, start, end)
+        runs = _runs(slots)
+        if runs is None:
+            out.copy_(self.data.index_select(3, slots))
+            return
+        data = self.data
+        for offset, first, length in runs:
+            out[:, :, :, offset : offset + length] = data[:, :, :, first : first + length]
 
     def write(self, pages: array, kv: torch.Tensor) -> None:
         """Store `kv` (`[layers, 2, kv_heads, len(pages) * page_size, head_dim]`) into `pages`."""
-        self.data.index_copy_(3, self.slot_index(pages, 0, len(pages) * self.page_size), kv)
+        slots = self.slot_index(pages, 0, len(pages) * self.page_size)
+        runs = _runs(slots)
+        if runs is None:
+            self.data.index_copy_(3, slots, kv)
+            return
+        data = self.data
+        for offset, first, length in runs:
+            data[:, :, :, first : first + length] = kv[:, :, :, offset : offset + length]
 
     def offload(self, device_pages: array, host_pages: array) -> None:
         """Copy device pages to host pages (radix-tree eviction into the host tier)."""

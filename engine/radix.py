@@ -78,6 +78,18 @@ class RadixStats:
     pinned_skipped: int = 0  # pin requests refused because pins would hold too much of the pool
 
 
+def _take(stack: array, n: int) -> array:
+    """Pop n page ids off a free stack, in ascending order when they were freed as a run."""
+    pages = stack[-n:]
+    del stack[-n:]
+    pages.reverse()
+    return pages
+
+
+def _give(stack: array, pages: array) -> None:
+    stack.extend(pages[::-1])
+
+
 def _common_prefix(key: list, tokens: list, start: int) -> int:
     """Length of the common prefix of `key` and `tokens[start:]` using slice comparisons."""
     n = min(len(key), len(tokens) - start)
@@ -117,7 +129,10 @@ class RadixCache:
         self.page_size = page_size
         self.num_pages = num_pages
         self.host_pages = host_pages
-        self._free = array("q", range(num_pages - 1, -1, -1))  # stack: pop from the end
+        # Free stacks, allocated from the end. Runs are kept in descending order so that an
+        # allocation (tail slice, reversed) hands out ascending consecutive page ids: a cached
+        # prefix then occupies a few contiguous slot runs, which the KV pool copies as slices.
+        self._free = array("q", range(num_pages - 1, -1, -1))
         self._host_free = array("q", range(host_pages - 1, -1, -1))
         self._on_offload = on_offload
         self._on_reload = on_reload
@@ -365,15 +380,13 @@ class RadixCache:
         got = min(want, len(self._free))
         if got == 0:
             return 0
-        free = self._free
-        pages = free[-got:]
-        del free[-got:]
+        pages = _take(self._free, got)
         stop = pos + got * ps
         if write is not None:
             try:
                 write(pos, stop, pages)
             except BaseException:
-                free += pages
+                _give(self._free, pages)
                 raise
         self._uid += 1
         ckey = tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps])
@@ -421,7 +434,7 @@ class RadixCache:
                 stats.offloaded_pages += n
             else:
                 self._drop_subtree(node)
-            self._free += value
+            _give(self._free, value)
             freed += n
             stats.evicted_pages += n
             if parent.parent is not None and self._is_device_leaf(parent):
@@ -439,9 +452,7 @@ class RadixCache:
             self._evict_host(n - len(self._host_free), keep=node)
             if n > len(self._host_free):
                 return False
-        free = self._host_free
-        hpages = free[-n:]
-        del free[-n:]
+        hpages = _take(self._host_free, n)
         if self._on_offload is not None:
             self._on_offload(node.value, hpages)
         node.host = hpages
@@ -484,7 +495,7 @@ class RadixCache:
         while stack:
             n = stack.pop()
             if n.host is not None:
-                self._host_free += n.host
+                _give(self._host_free, n.host)
                 self.stats.host_evicted_pages += len(n.host)
                 n.host = None
             if n is not node:
@@ -512,12 +523,10 @@ class RadixCache:
                     self._evict(need - len(self._free))
                 if need > len(self._free):
                     break
-                free = self._free
-                pages = free[-need:]
-                del free[-need:]
+                pages = _take(self._free, need)
                 if self._on_reload is not None:
                     self._on_reload(n.host, pages)
-                self._host_free += n.host
+                _give(self._host_free, n.host)
                 n.host = None
                 n.value = pages
                 heapq.heappush(self._heap, (n.atime, n.uid, n))

@@ -326,7 +326,7 @@ class TransformersEngine:
                 sliding=self.layout.sliding,
             )
         if matched > valid:
-            cache.load(valid, self.pool.gather(lease.pages, valid, matched))
+            cache.load_from(self.pool, lease.pages, valid, matched)
         return cache
 
     def _prefill(self, suffix: list[int], cache: SequenceCache, *, all_logits: bool) -> torch.Tensor:

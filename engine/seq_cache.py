@@ -127,6 +127,15 @@ class SequenceCache(Cache):
             layer.length = end
             layer._refresh()
 
+    def load_from(self, pool, pages, start: int, end: int) -> None:
+        """Copy positions [start, end) of a cached prefix from `pool` (a `KVPool`) straight into
+        the buffer; every layer then holds `end` tokens."""
+        self.ensure_capacity(end)
+        pool.read_into(pages, start, end, self.buffer[:, :, 0, :, start:end])
+        for layer in self.layers:
+            layer.length = end
+            layer._refresh()
+
     def kv_slice(self, start: int, end: int) -> torch.Tensor:
         """`[layers, 2, kv_heads, end - start, head_dim]` view of positions [start, end)."""
         return self.buffer[:, :, 0, :, start:end]

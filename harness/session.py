@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hitrate.harness.call_sections import call_sections
 from hitrate.harness.dynamic_context import workspace_context
 from hitrate.harness.events import (
     AssistantTurn,
@@ -316,6 +317,7 @@ class Session:
             ttft_s=result.ttft_s,
             latency_s=result.latency_s,
             section_hashes=prompt.section_hashes(),
+            sections=call_sections(prompt),
             usage=result.usage,
             raw_usage=result.raw_usage,
             price_snapshot_id=self.price_table.id,
@@ -361,6 +363,7 @@ class Session:
             started_at=started_at,
             latency_s=time.monotonic() - clock_start,
             section_hashes=prompt.section_hashes(),
+            sections=call_sections(prompt),
             usage=Usage(),
             raw_usage=partial,
             price_snapshot_id=self.price_table.id,

@@ -34,7 +34,7 @@ from hitrate.projection.transcript import (
     ToolResultBlock,
     UserMessage,
 )
-from hitrate.store.normalize import from_anthropic
+from hitrate.store.normalize import from_anthropic, merge_anthropic_stream
 from hitrate.store.usage import UsageFormatError
 
 API = "anthropic"
@@ -249,27 +249,6 @@ class _Collected:
         return AssistantMessage(content=tuple(content)) if content else None
 
 
-def merge_stream_usage(start: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
-    """The usage of a streamed message: `message_start`'s, overridden by every non-null field of the
-    final `message_delta` (nested `cache_creation` field by field).
-
-    This is the official SDK's accumulation rule. `message_delta` carries the final counts;
-    `message_start` may hold placeholders: the bundled engine, for one, only knows its cache split
-    when generation ends, so it sends the whole prompt as `input_tokens` first and the split last.
-    Taking the larger of the two values instead would keep that placeholder and count cached
-    tokens as fresh input.
-    """
-    merged: dict[str, Any] = dict(start)
-    for key, value in delta.items():
-        if value is None:
-            continue
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = {**merged[key], **{k: v for k, v in value.items() if v is not None}}
-        else:
-            merged[key] = value
-    return merged
-
-
 def _dict(obj: Any) -> dict[str, Any]:
     if obj is None:
         return {}
@@ -365,7 +344,7 @@ class AnthropicBackend:
         if not start_usage and not delta_usage:
             raise CallError(f"{where}: the stream ended without usage (no message_start)", kind="bad_response",
                             request_id=request_id)
-        raw_usage = merge_stream_usage(start_usage, delta_usage)
+        raw_usage = merge_anthropic_stream(start_usage, delta_usage)
         try:
             usage = from_anthropic(raw_usage)
         except UsageFormatError as exc:

@@ -101,35 +101,38 @@ def merge_anthropic_stream(
 ) -> dict[str, Any]:
     """Combine the `usage` of a stream's `message_start` and final `message_delta` events.
 
-    `message_start` carries the prompt counts and a placeholder output count (often 1);
-    `message_delta` carries the cumulative output count and, on newer servers, final input and
-    cache counts too. Counts in the stream are cumulative, so they never shrink: for each count
-    the larger value wins. That also keeps the real prompt counts when a proxy sends 0 or null
-    placeholders for them in `message_delta`. Non-count fields from the delta win when set.
+    The official SDK's rule is the base: every non-null field of `message_delta` overrides
+    `message_start` (nested `cache_creation` field by field), because the delta carries the final,
+    cumulative counts. Two real servers disagree in opposite directions, so the prompt counts
+    (input, cache write, cache read) are taken from the delta as a group, and only when the group
+    says something:
+    - the bundled engine (and other servers that learn their cache split only when generation
+      ends) send the whole prompt as `input_tokens` in `message_start` and the exact split in the
+      delta: the delta must win, or cached tokens would be counted as fresh input;
+    - some proxies send `0` placeholders for the prompt counts in the delta: a delta whose prompt
+      counts are all zero or absent says nothing, and the start's counts stand.
     """
     start = _mapping(message_start_usage, "Anthropic message_start usage")
     delta = _mapping(message_delta_usage, "Anthropic message_delta usage")
+    delta_prompt_total = sum(
+        value for key, value in delta.items() if key in _ANTHROPIC_PROMPT_COUNTS and _is_number(value)
+    )
     merged: dict[str, Any] = dict(start)
     for key, value in delta.items():
         if value is None:
             continue
-        previous = merged.get(key)
+        if (key in _ANTHROPIC_PROMPT_COUNTS or key == "cache_creation") and delta_prompt_total == 0:
+            continue  # a placeholder prompt split: keep message_start's
         if isinstance(value, Mapping):
-            inner = dict(previous) if isinstance(previous, Mapping) else {}
-            for k, v in value.items():
-                if v is None:
-                    continue
-                inner[k] = _larger(inner.get(k), v)
+            inner = dict(merged[key]) if isinstance(merged.get(key), Mapping) else {}
+            inner.update({k: v for k, v in value.items() if v is not None})
             merged[key] = inner
         else:
-            merged[key] = _larger(previous, value)
+            merged[key] = value
     return merged
 
 
-def _larger(previous: Any, value: Any) -> Any:
-    if _is_number(previous) and _is_number(value):
-        return max(previous, value)
-    return value
+_ANTHROPIC_PROMPT_COUNTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 # --------------------------------------------------------------------------------------------

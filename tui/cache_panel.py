@@ -13,7 +13,9 @@ from hitrate.store.cost import UsageTotals
 from hitrate.tui.figures import CallFigure, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
 from hitrate.tui.ttl import CacheClock
 
-PART_LETTERS = {"read": "R", "write": "W", "fresh": "F", "output": "O"}
+PART_LETTERS = {"read": "R", "write": "W", "fresh": "F", "output": "O", "unsplit": "prompt"}
+#: Parts drawn in another part's colour.
+PART_STYLE = {"unsplit": "unknown"}
 #: Bars are coloured blanks (the colour is the background), which draw the same in every terminal
 #: font and in SVG screenshots; a glyph such as █ may not fill its cell.
 BAR_CELL = " "
@@ -65,7 +67,7 @@ class CallBar(_BarColours):
         text = Text(head, style=self._style("dim"))
         used = 0
         for part, cells in bar_cells(parts, width):
-            text.append(BAR_CELL * cells, style=self._style(part))
+            text.append(BAR_CELL * cells, style=self._style(PART_STYLE.get(part, part)))
             used += cells
         if used == 0:
             text.append("·" * width, style=self._style("unknown"))

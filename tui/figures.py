@@ -119,11 +119,18 @@ BAR_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def bar_parts(usage: Usage) -> dict[str, int | None]:
-    """read / write / fresh / output token counts; a part is None if any of its buckets is."""
+    """read / write / fresh / output token counts; a part is None if any of its buckets is.
+
+    When the provider gave the prompt's size but not its split (e.g. a vLLM server started
+    without cached-token reporting), the tokens no known part accounts for come back as
+    "unsplit", so the bar still shows the prompt's size without guessing where it went."""
     parts: dict[str, int | None] = {}
     for name, buckets in BAR_PARTS:
         values = [getattr(usage, b) for b in buckets]
         parts[name] = None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+    prompt_parts = [parts[p] for p in ("read", "write", "fresh")]
+    if None in prompt_parts and usage.prompt_total is not None:
+        parts["unsplit"] = max(0, usage.prompt_total - sum(n for n in prompt_parts if n is not None))
     return parts
 
 

@@ -53,8 +53,6 @@ OPENAI_BREAKPOINTS = TtlRule(label="30m min", guaranteed_s=1800, longest_s=None,
 # OpenAI up to GPT-5.5 with in-memory retention: cleared after 5-10 minutes idle. Every request
 # writes the prefix for free, so any call refreshes it.
 OPENAI_IN_MEMORY = TtlRule(label="5-10m idle", guaranteed_s=300, longest_s=600, refreshed_by_any_call=True)
-# `prompt_cache_retention="24h"` (the only value GPT-5.5 accepts).
-OPENAI_24H = TtlRule(label="24h", guaranteed_s=86400, longest_s=86400, refreshed_by_any_call=True)
 # DeepSeek: best effort, "cleared after hours to days"; an hour is the floor that wording gives.
 DEEPSEEK_UNITS = TtlRule(label="hours, best effort", guaranteed_s=3600, longest_s=None, refreshed_by_any_call=True)
 
@@ -200,7 +198,8 @@ def ttl_rule(mechanism: str | None, ttl_class: str | None, write_ttls: tuple[str
             return TtlRule(label=f"{ttl_class} min", guaranteed_s=seconds, longest_s=None, refreshed_by_any_call=False)
         return OPENAI_BREAKPOINTS
     if mechanism == "openai_automatic_prefix":
-        return OPENAI_24H if ttl_class == "24h" else OPENAI_IN_MEMORY
+        # The harness leaves `prompt_cache_retention` at its in-memory default.
+        return OPENAI_IN_MEMORY
     if mechanism == "deepseek_prefix_units":
         return DEEPSEEK_UNITS
     return None

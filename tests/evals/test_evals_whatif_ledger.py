@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from hitrate.evals.prompt_sections import call_sections
+from hitrate.harness.call_sections import call_sections
 from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
 from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, request_from_call, whatif
 from hitrate.projection.breakpoints import ProviderRules

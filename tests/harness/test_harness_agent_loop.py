@@ -61,6 +61,11 @@ def test_loop_runs_tools_records_every_call_and_stops_on_end_turn(workspace, led
     # Each row carries the prompt's section hashes; every request extends the previous one.
     for earlier, later in zip(rows, rows[1:]):
         assert later.section_hashes[: len(earlier.section_hashes)] == earlier.section_hashes
+    # ... and the per-section facts the what-if replay needs, agreeing with those hashes.
+    for row in rows:
+        assert row.sections is not None
+        assert [s.hash for s in row.sections] == row.section_hashes
+        assert [s.kind for s in row.sections[:3]] == ["tools", "system", "docs"]
     assert rows[0].miss_reason == "cold"
     assert rows[1].miss_reason is None and rows[2].miss_reason is None  # hits
     assert rows[1].usage.cache_read > 0 and rows[1].usage.cache_read == route.backend.prompts[0].total_tokens

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_anthropic import RenderReport, merge_stream_usage, render_messages_request
+from hitrate.harness.wire_anthropic import RenderReport, render_messages_request
 from hitrate.harness.wire_openai_chat import RenderReport as ChatReport
 from hitrate.harness.wire_openai_chat import render_chat_request
 from hitrate.projection.breakpoints import ProviderRules
@@ -107,14 +107,3 @@ def test_openai_string_mode_joins_blocks_and_has_no_marks():
     assert body["messages"][-1] == {"role": "user", "content": "go on"}
     assert "tools" not in body and "prompt_cache_key" not in body and body["max_tokens"] == 5
 
-
-def test_stream_usage_merge_follows_the_sdk_rule():
-    start = {"input_tokens": 5000, "output_tokens": 0}
-    delta = {"input_tokens": 8, "cache_read_input_tokens": 4990, "cache_creation_input_tokens": 2,
-             "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": None}, "output_tokens": 16}
-    merged = merge_stream_usage(start, delta)
-    assert merged["input_tokens"] == 8 and merged["cache_read_input_tokens"] == 4990 and merged["output_tokens"] == 16
-    assert merged["cache_creation"] == {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": None}
-    # Null fields in the delta keep the start's values (proxies that omit them).
-    assert merge_stream_usage({"input_tokens": 7, "output_tokens": 1}, {"input_tokens": None, "output_tokens": 3}) == {
-        "input_tokens": 7, "output_tokens": 3}

@@ -118,6 +118,18 @@ def test_anthropic_stream_merge_with_final_counts_and_placeholder_zeros() -> Non
         assert (usage.fresh_input, usage.cache_write_5m, usage.cache_read, usage.output) == (21, 188086, 0, 393)
 
 
+def test_anthropic_stream_merge_takes_the_final_split_from_the_delta() -> None:
+    # Servers that learn the cache split only at the end send the whole prompt as input first.
+    start = {"input_tokens": 5000, "output_tokens": 0}
+    delta = {"input_tokens": 8, "cache_read_input_tokens": 4990, "cache_creation_input_tokens": 2,
+             "cache_creation": {"ephemeral_5m_input_tokens": 2, "ephemeral_1h_input_tokens": None}, "output_tokens": 16}
+    usage = from_anthropic(merge_anthropic_stream(start, delta))
+    assert (usage.fresh_input, usage.cache_read, usage.cache_write_5m, usage.output) == (8, 4990, 2, 16)
+    # Null fields in the delta keep the start's values (proxies that omit them).
+    assert merge_anthropic_stream({"input_tokens": 7, "output_tokens": 1}, {"input_tokens": None, "output_tokens": 3}) == {
+        "input_tokens": 7, "output_tokens": 3}
+
+
 def test_anthropic_stream_merge_keeps_ttl_split_from_start() -> None:
     start = {
         "input_tokens": 5,

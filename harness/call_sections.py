@@ -1,6 +1,6 @@
 """A projection `Prompt` as the per-section facts the ledger stores for what-if replay.
 
-The agent loop records these on every call (`CallRecord.sections`); the what-if reads them back.
+The session records these on every call (`CallRecord.sections`); the evals what-if reads them back.
 """
 
 from __future__ import annotations

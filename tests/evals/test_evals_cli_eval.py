@@ -1,0 +1,58 @@
+"""`hitrate eval`, `hitrate ledger-merge` and `hitrate demo`: registration and argument errors."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from hitrate.evals import cli_eval, cli_merge
+from hitrate.harness.cli import _HARNESS_COMMAND_MODULES
+
+FAKE = "openai-compat/fake@http://127.0.0.1:9/v1"
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    app = typer.Typer()
+    cli_eval.register(app)
+    cli_merge.register(app)
+    return app
+
+
+def test_commands_come_from_evals_entry_points():
+    names = {ep.name: ep.value for ep in entry_points(group="hitrate.commands")}
+    assert names["eval"] == "hitrate.evals.cli_eval:register"
+    assert names["ledger-merge"] == "hitrate.evals.cli_merge:register"
+    assert names["demo"] == "hitrate.evals.cli_demo:register"
+    assert "hitrate.harness.cli_demo" not in _HARNESS_COMMAND_MODULES  # one `demo` command, no clash
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--resume", "r1", "--model", FAKE], "--resume keeps the run's own settings; drop --model"),
+        (["--model", FAKE, "--nonce-from", "r1"], "--nonce-from is for warm runs"),
+        (["--model", FAKE, "--replay-from", "r1"], "--replay-from needs --policy replay"),
+        (["--model", FAKE, "--shard", "4/3"], "shard"),
+        (["no-such-suite", "--model", FAKE], "neither a folder nor a bundled suite"),
+        (["--model", "nope"], "has no provider"),
+        (["--model", FAKE, "--cache", "warm", "--nonce-from", "r9"], "no run 'r9'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(app, tmp_path, args, message):
+    result = CliRunner().invoke(app, ["eval", *args, "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+
+
+def test_resume_of_an_unknown_run(app, tmp_path):
+    result = CliRunner().invoke(app, ["eval", "--resume", "r1", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2 and "no run 'r1'" in result.output
+
+
+def test_merge_cli_reports_a_bad_input(app, tmp_path):
+    result = CliRunner().invoke(app, ["ledger-merge", str(tmp_path / "out.db"), str(tmp_path / "missing.db")])
+    assert result.exit_code == 2 and "no such ledger file" in result.output
