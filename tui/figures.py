@@ -130,7 +130,10 @@ def bar_parts(usage: Usage) -> dict[str, int | None]:
         parts[name] = None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
     prompt_parts = [parts[p] for p in ("read", "write", "fresh")]
     if None in prompt_parts and usage.prompt_total is not None:
-        parts["unsplit"] = max(0, usage.prompt_total - sum(n for n in prompt_parts if n is not None))
+        unsplit = max(0, usage.prompt_total - sum(n for n in prompt_parts if n is not None))
+        output = parts.pop("output")
+        parts["unsplit"] = unsplit
+        parts["output"] = output  # drawn after the prompt, like the other bars
     return parts
 
 
