@@ -149,36 +149,46 @@ def measure_agent_trace(engine: TransformersEngine, args, rng: random.Random) ->
     return {"requests": requests, "computed": computed, "ideal": ideal}
 
 
+class _TokenClock:
+    """A `generate` streamer that stamps the time each token arrives (the prompt arrives first)."""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    def put(self, value) -> None:
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
 def measure_decode(engine: TransformersEngine, args, rng: random.Random) -> dict:
-    """Tokens/s of decoding alone: (N - 1) / (time for N tokens - time for 1 token), both engines."""
+    """Decode tokens/s, first token to last token, for the engine and for transformers `generate`
+    on the same prompt (greedy, fixed length, interleaved runs)."""
     model, device = engine.model, engine.device
     prompt = rand_tokens(rng, args.decode_prompt, engine.vocab_size)
     n = args.decode_tokens
 
-    def ours(tokens: int, salt: str) -> float:
-        params = SamplingParams(max_tokens=tokens, ignore_eos=True)
-        t0 = time.perf_counter()
+    def ours(salt: str) -> float:
+        params = SamplingParams(max_tokens=n, ignore_eos=True)
         result = engine.generate(GenerationRequest(prompt_ids=prompt, params=params, salt=salt))
-        assert len(result.token_ids) == tokens
-        return time.perf_counter() - t0
+        assert len(result.token_ids) == n
+        return (n - 1) / (result.total_s - result.ttft_s)
 
-    def theirs(tokens: int) -> float:
-        ids = torch.tensor([prompt], device=device)
-        sync(device)
-        t0 = time.perf_counter()
+    def theirs() -> float:
+        clock = _TokenClock()
         with torch.inference_mode():
-            out = model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
-                                 pad_token_id=engine.tokenizer.pad_token_id)
+            out = model.generate(torch.tensor([prompt], device=device), max_new_tokens=n, min_new_tokens=n,
+                                 do_sample=False, pad_token_id=engine.tokenizer.pad_token_id, streamer=clock)
         sync(device)
-        assert out.shape[1] == len(prompt) + tokens
-        return time.perf_counter() - t0
+        assert out.shape[1] == len(prompt) + n and len(clock.stamps) == n + 1
+        return (n - 1) / (clock.stamps[-1] - clock.stamps[1])
 
-    ours(2, "decode-warmup"), theirs(2)
+    ours("decode-warmup"), theirs()
     rates_ours, rates_theirs = [], []
     for i in range(args.decode_runs):
-        # Fresh salts: both engines prefill the same prompt from scratch, so the subtraction is fair.
-        rates_ours.append((n - 1) / (ours(n, f"decode-{i}-n") - ours(1, f"decode-{i}-1")))
-        rates_theirs.append((n - 1) / (theirs(n) - theirs(1)))
+        rates_ours.append(ours(f"decode-{i}"))
+        rates_theirs.append(theirs())
     return {"ours": statistics.median(rates_ours), "transformers": statistics.median(rates_theirs)}
 
 
@@ -191,14 +201,16 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=4096)
     parser.add_argument("--suffix", type=int, default=64)
     parser.add_argument("--cold-runs", type=int, default=3)
-    parser.add_argument("--warm-runs", type=int, default=7)
+    parser.add_argument("--warm-runs", type=int, default=9)
     parser.add_argument("--trace-system", type=int, default=2000)
     parser.add_argument("--trace-sessions", type=int, default=3)
     parser.add_argument("--trace-turns", type=int, default=6)
     parser.add_argument("--decode-prompt", type=int, default=512)
-    parser.add_argument("--decode-tokens", type=int, default=64)
-    parser.add_argument("--decode-runs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--decode-tokens", type=int, default=128)
+    parser.add_argument("--decode-runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: on a shared machine, multi-threaded matmuls stall "
+                             "whenever one thread is descheduled, which swamps the ratios; 0 = torch default)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -32,9 +32,10 @@ class KVShape:
 
 
 def _as_index(pages: array, device: torch.device) -> torch.Tensor:
-    # array('q') exposes the buffer protocol: zero-copy view as int64, then one transfer if needed.
+    # array('q') exposes the buffer protocol: zero-copy view as int64, then one transfer if needed
+    # (blocking: the host memory belongs to a temporary array).
     index = torch.frombuffer(pages, dtype=torch.int64) if len(pages) else torch.empty(0, dtype=torch.int64)
-    return index.to(device, non_blocking=True) if device.type != "cpu" else index
+    return index.to(device) if device.type != "cpu" else index
 
 
 # Above this many runs of consecutive slots, one gather op beats a Python loop of slice copies.

@@ -143,7 +143,9 @@ def self_check(model, layout: KVLayout) -> float:
         ) from exc
     diff = float((full - torch.cat(parts, dim=1)).abs().max())
     scale = float(full.abs().max()) or 1.0
-    tolerance = 1e-3 if shape.dtype == torch.float32 else 0.1
+    # fp32 splits agree to ~1e-6; half precision rounds differently per split, so only a gross
+    # disagreement (state the cache does not carry) is caught there.
+    tolerance = 1e-3 if shape.dtype == torch.float32 else 0.2
     if not diff <= tolerance * max(scale, 1.0):
         raise UnsupportedArchitectureError(
             f"{config.model_type}: logits from a cached prefix differ from a full recompute by {diff:.3g}; "

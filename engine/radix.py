@@ -29,89 +29,23 @@ from __future__ import annotations
 import heapq
 import time
 from array import array
-from dataclasses import dataclass
-from typing import Callable
 
-PageHook = Callable[[array, array], None]  # (source page ids, destination page ids)
-WriteHook = Callable[[int, int, array], None]  # (start token, end token, page ids to fill)
+from hitrate.engine.radix_host import HostTierMixin
+from hitrate.engine.radix_nodes import (
+    Lease,
+    Node,
+    PageHook,
+    RadixStats,
+    WriteHook,
+    common_prefix_from,
+    common_prefix_length,
+    give,
+    take,
+)
 
+__all__ = ["RadixCache", "Lease", "RadixStats", "common_prefix_length", "PageHook", "WriteHook"]
 
-class _Node:
-    __slots__ = ("key", "value", "host", "children", "parent", "ckey", "lock", "atime", "uid")
-
-    def __init__(self, key: list, value: array | None, parent: "_Node | None", ckey, uid: int) -> None:
-        self.key = key  # token ids of the edge from parent to this node
-        self.value = value  # device page ids (len(key) // page_size), None when only on host
-        self.host: array | None = None  # host page ids while offloaded
-        self.children: dict = {}
-        self.parent = parent
-        self.ckey = ckey  # this node's key in parent.children
-        self.lock = 0
-        self.atime = 0
-        self.uid = uid
-
-
-class Lease:
-    """A request's hold on its matched prefix. `pages` covers tokens [0, matched)."""
-
-    __slots__ = ("node", "matched", "pages", "salt", "reloaded", "done")
-
-    def __init__(self, node: _Node, matched: int, pages: array, salt: str, reloaded: int) -> None:
-        self.node = node
-        self.matched = matched
-        self.pages = pages
-        self.salt = salt
-        self.reloaded = reloaded  # tokens of the match brought back from the host tier
-        self.done = False
-
-
-@dataclass
-class RadixStats:
-    queries: int = 0  # requests that called begin
-    query_tokens: int = 0
-    hit_tokens: int = 0  # tokens served from cache (device + host tier)
-    host_hit_tokens: int = 0  # of which brought back from the host tier
-    inserted_tokens: int = 0
-    evicted_pages: int = 0  # device pages freed by eviction
-    offloaded_pages: int = 0  # of which copied to the host tier
-    host_evicted_pages: int = 0
-    pinned_skipped: int = 0  # pin requests refused because pins would hold too much of the pool
-
-
-def _take(stack: array, n: int) -> array:
-    """Pop n page ids off a free stack, in ascending order when they were freed as a run."""
-    pages = stack[-n:]
-    del stack[-n:]
-    pages.reverse()
-    return pages
-
-
-def _give(stack: array, pages: array) -> None:
-    stack.extend(pages[::-1])
-
-
-def _common_prefix(key: list, tokens: list, start: int) -> int:
-    """Length of the common prefix of `key` and `tokens[start:]` using slice comparisons."""
-    n = min(len(key), len(tokens) - start)
-    lo, step = 0, 16
-    while lo < n:
-        hi = min(lo + step, n)
-        if key[lo:hi] != tokens[start + lo : start + hi]:
-            while hi - lo > 8:
-                mid = (lo + hi) >> 1
-                if key[lo:mid] == tokens[start + lo : start + mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            while lo < hi and key[lo] == tokens[start + lo]:
-                lo += 1
-            return lo
-        lo = hi
-        step <<= 1
-    return n
-
-
-class RadixCache:
+class RadixCache(HostTierMixin):
     """Prefix index over `num_pages` device pages of `page_size` tokens each."""
 
     def __init__(
@@ -136,13 +70,14 @@ class RadixCache:
         self._host_free = array("q", range(host_pages - 1, -1, -1))
         self._on_offload = on_offload
         self._on_reload = on_reload
-        self._roots: dict[str, _Node] = {}
+        self._roots: dict[str, Node] = {}
         self._heap: list = []  # (atime, uid, node) candidates for device eviction
         self._host_heap: list = []  # same, for host-tier eviction
         self._tick = 0
         self._uid = 0
-        self._pins: dict[_Node, float] = {}  # node -> monotonic expiry
+        self._pins: dict[Node, float] = {}  # node -> monotonic expiry
         self._pinned_pages = 0
+        self._max_pinned_fraction = max_pinned_fraction
         self._max_pinned_pages = int(num_pages * max_pinned_fraction)
         self.stats = RadixStats()
 
@@ -238,7 +173,7 @@ class RadixCache:
                 pos += len(key)
                 node = child
                 continue
-            return pos + _common_prefix(key, tokens, pos) // ps * ps
+            return pos + common_prefix_from(key, tokens, pos) // ps * ps
         return pos
 
     def pin(self, tokens: list, salt: str, pin_tokens: int, ttl_s: float) -> bool:
@@ -274,17 +209,18 @@ class RadixCache:
             host_pages=self.host_pages,
             on_offload=self._on_offload,
             on_reload=self._on_reload,
+            max_pinned_fraction=self._max_pinned_fraction,
         )
 
     # ------------------------------------------------------------------ internals
 
-    def _new_root(self, salt: str) -> _Node:
-        root = _Node([], array("q"), None, None, -1)
+    def _new_root(self, salt: str) -> Node:
+        root = Node([], array("q"), None, None, -1)
         root.lock = 1  # roots are never evicted
         self._roots[salt] = root
         return root
 
-    def _match(self, node: _Node, tokens: list, limit: int) -> tuple[_Node, int, list]:
+    def _match(self, node: Node, tokens: list, limit: int) -> tuple[Node, int, list]:
         """Walk from `node` along tokens[:limit], splitting a partially matched edge so that the
         returned node ends exactly at the match. Page granularity: matches round down."""
         ps = self.page_size
@@ -307,7 +243,7 @@ class RadixCache:
                 node = child
                 children = child.children
                 continue
-            m = _common_prefix(key, tokens, pos)
+            m = common_prefix_from(key, tokens, pos)
             m = min(m, limit - pos)
             m -= m % ps
             if m == 0:
@@ -320,12 +256,12 @@ class RadixCache:
             break
         return node, pos, path
 
-    def _split(self, child: _Node, m: int) -> _Node:
+    def _split(self, child: Node, m: int) -> Node:
         """Cut `child`'s edge after m tokens; the new upper node is returned and the original object
         keeps the lower part, so leases holding it still end at the same depth."""
         ps = self.page_size
         self._uid += 1
-        upper = _Node(child.key[:m], None, child.parent, child.ckey, self._uid)
+        upper = Node(child.key[:m], None, child.parent, child.ckey, self._uid)
         p = m // ps
         if child.value is not None:
             upper.value = child.value[:p]
@@ -343,7 +279,7 @@ class RadixCache:
         upper.children[child.ckey] = child
         return upper
 
-    def _insert_below(self, node: _Node, depth: int, tokens: list, write: WriteHook | None) -> int:
+    def _insert_below(self, node: Node, depth: int, tokens: list, write: WriteHook | None) -> int:
         ps = self.page_size
         end = len(tokens) - len(tokens) % ps
         pos = depth
@@ -360,7 +296,7 @@ class RadixCache:
                 pos += klen
                 node = child
                 continue
-            m = _common_prefix(key, tokens, pos)
+            m = common_prefix_from(key, tokens, pos)
             m = min(m, end - pos)
             m -= m % ps
             if m == 0:
@@ -380,17 +316,17 @@ class RadixCache:
         got = min(want, len(self._free))
         if got == 0:
             return 0
-        pages = _take(self._free, got)
+        pages = take(self._free, got)
         stop = pos + got * ps
         if write is not None:
             try:
                 write(pos, stop, pages)
             except BaseException:
-                _give(self._free, pages)
+                give(self._free, pages)
                 raise
         self._uid += 1
         ckey = tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps])
-        leaf = _Node(tokens[pos:stop], pages, node, ckey, self._uid)
+        leaf = Node(tokens[pos:stop], pages, node, ckey, self._uid)
         self._tick += 1
         leaf.atime = self._tick
         node.children[ckey] = leaf
@@ -398,7 +334,7 @@ class RadixCache:
         self.stats.inserted_tokens += stop - pos
         return stop - pos
 
-    def _is_device_leaf(self, node: _Node) -> bool:
+    def _is_device_leaf(self, node: Node) -> bool:
         for c in node.children.values():
             if c.value is not None:
                 return False
@@ -434,7 +370,7 @@ class RadixCache:
                 stats.offloaded_pages += n
             else:
                 self._drop_subtree(node)
-            _give(self._free, value)
+            give(self._free, value)
             freed += n
             stats.evicted_pages += n
             if parent.parent is not None and self._is_device_leaf(parent):
@@ -442,102 +378,6 @@ class RadixCache:
         for entry in skipped:
             heapq.heappush(heap, entry)
         return freed
-
-    def _offload(self, node: _Node) -> bool:
-        """Move a device leaf's pages to the host tier; False when the host tier cannot take it."""
-        n = len(node.value)
-        if n > self.host_pages:
-            return False
-        if n > len(self._host_free):
-            self._evict_host(n - len(self._host_free), keep=node)
-            if n > len(self._host_free):
-                return False
-        hpages = _take(self._host_free, n)
-        if self._on_offload is not None:
-            self._on_offload(node.value, hpages)
-        node.host = hpages
-        node.value = None
-        if not node.children:
-            heapq.heappush(self._host_heap, (node.atime, node.uid, node))
-        return True
-
-    def _evict_host(self, pages: int, keep: _Node | None = None) -> int:
-        freed = 0
-        heap = self._host_heap
-        skipped = []
-        while freed < pages and heap:
-            atime, uid, node = heapq.heappop(heap)
-            if node.host is None or node.value is not None or node.parent is None:
-                continue
-            if atime != node.atime:
-                heapq.heappush(heap, (node.atime, uid, node))
-                continue
-            if node.lock or node is keep:
-                skipped.append((atime, uid, node))
-                continue
-            if node.children:
-                continue
-            parent = node.parent
-            freed += len(node.host)
-            self._drop_subtree(node)
-            if parent.parent is not None and parent.value is None and not parent.children:
-                heapq.heappush(heap, (parent.atime, parent.uid, parent))
-        for entry in skipped:
-            heapq.heappush(heap, entry)
-        return freed
-
-    def _drop_subtree(self, node: _Node) -> None:
-        """Unlink `node` and release the host pages of it and everything below it. Device pages of
-        `node` itself are the caller's to free; its descendants are host-only by invariant."""
-        del node.parent.children[node.ckey]
-        node.parent = None
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if n.host is not None:
-                _give(self._host_free, n.host)
-                self.stats.host_evicted_pages += len(n.host)
-                n.host = None
-            if n is not node:
-                n.parent = None
-                n.value = None
-            stack.extend(n.children.values())
-            n.children = {}
-
-    def _reload(self, root: _Node, path: list, matched: int) -> tuple[_Node, int, int]:
-        """Bring the host-tier part of a matched path back to device pages, top-down. Stops early
-        (shorter match) when the device pool cannot make room."""
-        first_host = next(i for i, n in enumerate(path) if n.value is None)
-        anchor = path[first_host - 1] if first_host else root
-        host_nodes = path[first_host:]
-        for n in host_nodes:  # protect the path from host eviction while we allocate
-            n.lock += 1
-        anchor.lock += 1
-        depth = matched - sum(len(n.key) for n in host_nodes)
-        node = anchor
-        reloaded = 0
-        try:
-            for n in host_nodes:
-                need = len(n.host)
-                if need > len(self._free):
-                    self._evict(need - len(self._free))
-                if need > len(self._free):
-                    break
-                pages = _take(self._free, need)
-                if self._on_reload is not None:
-                    self._on_reload(n.host, pages)
-                _give(self._host_free, n.host)
-                n.host = None
-                n.value = pages
-                heapq.heappush(self._heap, (n.atime, n.uid, n))
-                depth += len(n.key)
-                reloaded += len(n.key)
-                node = n
-        finally:
-            for n in host_nodes:
-                n.lock -= 1
-            anchor.lock -= 1
-        return node, depth, reloaded
 
     def _expire_pins(self) -> None:
         if not self._pins:
@@ -551,17 +391,10 @@ class RadixCache:
                 if node.parent is not None and node.value is not None and self._is_device_leaf(node):
                     heapq.heappush(self._heap, (node.atime, node.uid, node))
 
-    def _depth_pages(self, node: _Node) -> int:
+    def _depth_pages(self, node: Node) -> int:
         total = 0
         while node.parent is not None:
             total += len(node.key)
             node = node.parent
         return total // self.page_size
 
-
-def common_prefix_length(a: list, b: list) -> int:
-    """Length of the longest common prefix of two token lists (slice comparisons, no Python loop
-    over long equal runs)."""
-    if len(a) > len(b):
-        a, b = b, a
-    return _common_prefix(a, b, 0)

@@ -180,7 +180,8 @@ def test_concurrent_requests_match_serial_results(tiny_llama_path):
     engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=2048)
     shared = tokens(20, 40)
     prompts = [shared + tokens(21 + i, 10) for i in range(6)]
-    serial = [TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=2048).generate(req(p, max_tokens=6)).token_ids for p in prompts]
+    fresh = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=2048)
+    serial = [fresh.generate(req(p, max_tokens=6)).token_ids for p in prompts]
     results: dict[int, list[int]] = {}
 
     def work(i: int) -> None:
