@@ -38,6 +38,7 @@ from hitrate.harness.policy import ModelPolicy, Policy, RecordedTurn, ReplayPoli
 from hitrate.harness.session import Session, SessionConfig, session_inputs
 from hitrate.harness.wire_types import RETRYABLE_KINDS
 from hitrate.projection.tools_spec import sort_tools
+from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.ledger import Ledger
 
 FEEDBACK_CHARS = 4000
@@ -301,8 +302,11 @@ class TaskAttempt:
                     if outcome == "pass":
                         pass_try = try_number
                         break
-                    # A second try only follows a first one the agent finished and the tests failed.
-                    if outcome != "fail" or agent_result.status != "end_turn" or try_number == settings.tries:
+                    # A second try only follows a first one the agent finished (its last turn is the
+                    # model's, so the feedback can follow as a user turn) and the tests failed.
+                    messages = session.transcript.messages
+                    finished = agent_result.status == "end_turn" and bool(messages) and isinstance(messages[-1], AssistantMessage)
+                    if outcome != "fail" or not finished or try_number == settings.tries:
                         break
                     next_policy = _policy(self.ctx, task, try_number + 1)
                     if next_policy is None:

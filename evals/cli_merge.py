@@ -25,6 +25,8 @@ def merge_command(
     """Merge ledgers, e.g. the shards of one `hitrate eval --run-id ... --shard i/n` run from several
     machines, into OUTPUT. Rows are united by their unique ids: merging again adds nothing."""
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # piped output: no wrapping mid-path
     try:
         result = merge_ledgers(output, list(inputs))
     except (MergeError, LedgerVersionError) as exc:

@@ -26,9 +26,10 @@ from hitrate.evals.report_render import tables
 from hitrate.evals.runner import EvalRun, run_eval
 from hitrate.evals.settings import EvalSettings, Layout, RouterRoutes
 from hitrate.evals.task import bundled_suite_path
+from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, whatif
 from hitrate.harness.demo import cache_dir, ensure_demo_model
 from hitrate.store.cost import UsageTotals, cost
-from hitrate.store.ledger import default_ledger_path
+from hitrate.store.ledger import Ledger, default_ledger_path
 from hitrate.store.usage import Usage
 
 # Single- and multi-file tasks, bug fixes and features, small enough that both layouts finish in
@@ -64,6 +65,10 @@ class LayoutFigures(BaseModel):
     hit_ratio: float | None
     illustrative_cost_usd: float | None
     """The run's token buckets priced at ILLUSTRATION_MODEL's rates."""
+    anthropic_whatif_usd: float | None = None
+    """What Anthropic's cache rules and prices would bill for the run's recorded requests, with the
+    cache marks each layout actually sent (None when the what-if could not run)."""
+    anthropic_whatif_hit_ratio: float | None = None
 
 
 class DemoResult(BaseModel):
@@ -77,10 +82,18 @@ class DemoResult(BaseModel):
     @property
     def saving(self) -> float | None:
         """Share of the naive layout's illustrative cost the cache-aware layout saves."""
-        aware, naive = (self.figures[k].illustrative_cost_usd for k in LAYOUTS)
-        if aware is None or not naive:
-            return None
-        return 1 - aware / naive
+        return _saving(*(self.figures[k].illustrative_cost_usd for k in LAYOUTS))
+
+    @property
+    def whatif_saving(self) -> float | None:
+        """The same share under Anthropic's own caching rules (what-if replay)."""
+        return _saving(*(self.figures[k].anthropic_whatif_usd for k in LAYOUTS))
+
+
+def _saving(aware: float | None, naive: float | None) -> float | None:
+    if aware is None or not naive:
+        return None
+    return 1 - aware / naive
 
 
 def _quiet_transformers() -> None:
@@ -102,9 +115,23 @@ def _illustrative_cost(totals: UsageTotals) -> float | None:
     return cost(usage, ILLUSTRATION_MODEL, datetime.now(timezone.utc)).total
 
 
-def _figures(layout: str, run: EvalRun, block: Block) -> LayoutFigures:
+def _anthropic_whatif(db_path: Path, run_id: str) -> tuple[float | None, float | None]:
+    """Predicted cost and hit ratio of the run's requests under Anthropic's cache rules."""
+    try:
+        with Ledger(db_path) as ledger:
+            loaded = load_requests(ledger, run_id)
+        result = whatif(loaded.requests, parse_target(f"anthropic/{ILLUSTRATION_MODEL}"), WhatIfOptions(marks="recorded"))
+    except (WhatIfError, ValueError):
+        return None, None
+    return result.predicted.cost_usd, result.predicted.hit_ratio
+
+
+def _figures(layout: str, run: EvalRun, block: Block, db_path: Path) -> LayoutFigures:
     t = block.tokens
+    whatif_cost, whatif_ratio = _anthropic_whatif(db_path, run.run_id)
     return LayoutFigures(
+        anthropic_whatif_usd=whatif_cost,
+        anthropic_whatif_hit_ratio=whatif_ratio,
         layout=layout,
         run_id=run.run_id,
         passed=block.n_passed,
@@ -131,6 +158,16 @@ def comparison_lines(result: DemoResult) -> list[str]:
             f"  the cache-aware layout costs {result.saving:.0%} less than the naive one for the same work "
             f"(illustration: the engine's token counts priced at {ILLUSTRATION_MODEL}'s input, cache and output rates;"
             " the local engine itself is free)"
+        )
+    if result.whatif_saving is not None:
+        parts = []
+        for f in (aware, naive):
+            ratio = f"{f.anthropic_whatif_hit_ratio:.1%}" if f.anthropic_whatif_hit_ratio is not None else "–"
+            parts.append(f"{f.layout} ${f.anthropic_whatif_usd:.4f} (hit ratio {ratio})")
+        lines.append(
+            f"  what-if under Anthropic's own cache rules (anthropic/{ILLUSTRATION_MODEL}, 5m TTL, the marks each layout sent): "
+            + " vs ".join(parts)
+            + f": {result.whatif_saving:.0%} less"
         )
     return lines
 
@@ -174,7 +211,7 @@ def run_demo(
     report = load_report(db_path, [runs[k].run_id for k in LAYOUTS])
     console.print(tables(report))
     by_layout = {b.key.layout: b for b in report.blocks}
-    result = DemoResult(runs=runs, figures={k: _figures(k, runs[k], by_layout[k]) for k in LAYOUTS})
+    result = DemoResult(runs=runs, figures={k: _figures(k, runs[k], by_layout[k], db_path) for k in LAYOUTS})
     console.print("\n".join(comparison_lines(result)), highlight=False, markup=False)
     console.print(
         f"ledger: {db_path}; `hitrate report {' '.join(runs[k].run_id for k in LAYOUTS)}` shows it again "

@@ -214,9 +214,9 @@ def run_eval(
             # one clear error, not an infra error per task.
             routes.open().close()
         interrupted = _execute(jobs, ctx, workers, observer, user_cancel, results)
-    except BaseException:
+    except BaseException as exc:
         with Ledger(db_path) as ledger:
-            ledger.finish_run(run.id, status="interrupted")
+            ledger.finish_run(run.id, status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
         raise
     finally:
         if own_routes:

@@ -210,3 +210,51 @@ def test_select_tasks_and_bad_settings(tmp_path):
         run_eval(_settings(bundled_suite_path(), task_ids=["roman-parse"]), db_path=tmp_path / "x.db", routes=FakeRoutes(backend),
                  run_id="fixed-id")  # fmt: skip
     assert first_user_text(backend.prompts[0]).startswith(load_suite(bundled_suite_path()).task("roman-parse").instruction[:20])
+
+
+def test_progress_bar_follows_calls_outcomes_and_cost(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from hitrate.evals.progress import RichProgress
+
+    suite = tmp_path / "suite"
+    write_task(suite, "fix-add")
+    write_task(suite, "fix-add-too")
+    out = io.StringIO()
+    with RichProgress("eval test", console=Console(file=out, width=160)) as progress:
+        result = run_eval(_settings(suite), db_path=tmp_path / "p.db", routes=FakeRoutes(PrefixCacheBackend()), observer=progress,
+                          workers=2)  # fmt: skip
+    totals = progress.totals
+    assert totals.calls == sum(r.calls for r in result.results) > 0
+    assert totals.outcomes == {"pass": 2}
+    assert totals.cost_text() == "unpriced"  # the fake model has no price: never shown as $0
+    assert totals.hit_text().startswith("hit ") and totals.read > 0
+    assert "eval test" in out.getvalue() and "2/2" in out.getvalue()
+
+
+def test_no_second_try_after_an_empty_reply(tmp_path):
+    suite = tmp_path / "suite"
+    write_task(suite, "fix-add")
+    backend = PrefixCacheBackend(replies=[{}])  # the model answers nothing at all
+    result = run_eval(_settings(suite, policy="model", tries=2), db_path=tmp_path / "e.db", routes=FakeRoutes(backend))
+    (task,) = result.results
+    assert task.outcome == "fail" and task.tries == 1 and len(backend.prompts) == 1
+
+
+def test_a_backend_that_cannot_be_resolved_fails_the_run_once(tmp_path):
+    from hitrate.harness.models import ModelSpecError
+
+    class NoKey(FakeRoutes):
+        def open(self):
+            raise ModelSpecError("anthropic/x needs an API key: set ANTHROPIC_API_KEY in the environment")
+
+    suite = tmp_path / "suite"
+    write_task(suite, "fix-add")
+    db = tmp_path / "nokey.db"
+    with pytest.raises(ModelSpecError, match="ANTHROPIC_API_KEY"):
+        run_eval(_settings(suite), db_path=db, routes=NoKey(PrefixCacheBackend()))
+    with Ledger(db) as ledger:
+        (run,) = ledger.runs()
+        assert run.status == "failed" and ledger.tasks(run_id=run.id) == []
