@@ -16,8 +16,7 @@ def call_sections(prompt: Prompt) -> list[CallSection]:
     for bp in prompt.breakpoints:
         section = prompt.sections[bp.section]
         # Breakpoints on messages count blocks within the message; the ledger counts within the section.
-        block = bp.block_index - section.block_start if section.message_index is not None else bp.block_index
-        marks.setdefault(bp.section, []).append(SectionMark(block=block, ttl=bp.ttl))
+        marks.setdefault(bp.section, []).append(SectionMark(block=bp.block_index - section.block_start, ttl=bp.ttl))
     return [
         CallSection(
             kind=s.kind,

@@ -9,8 +9,9 @@ start-up. That keeps imports pointing one way (tui, evals -> harness).
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
-from typing import Callable
+from typing import Any, Callable, NoReturn
 
 import typer
 
@@ -30,6 +31,27 @@ _HARNESS_COMMAND_MODULES: list[str] = [
 ]
 
 
+def command_help(doc: str | None) -> dict[str, str]:
+    """`help` and `short_help` for `typer.Typer.command` from a command's docstring.
+
+    Typer's rich help keeps every line break of a docstring, so text wrapped in the source would
+    show wrapped twice. Each paragraph becomes one line (the terminal wraps it), and the first
+    paragraph is the one-line summary `hitrate --help` lists."""
+    paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(doc or "").split("\n\n") if p.strip()]
+    return {"help": "\n\n".join(paragraphs), "short_help": paragraphs[0] if paragraphs else ""}
+
+
+def add_command(target: typer.Typer, name: str, callback: Callable[..., Any]) -> None:
+    """Register `callback` as command `name`, its help taken from its docstring (see `command_help`)."""
+    target.command(name, **command_help(callback.__doc__))(callback)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print `error: message` to stderr and exit with `code`."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
 def _register_all(target: typer.Typer) -> None:
     for module_name in _HARNESS_COMMAND_MODULES:
         module = importlib.import_module(module_name)
@@ -39,9 +61,11 @@ def _register_all(target: typer.Typer) -> None:
         register(target)
 
 
+# A callback makes `hitrate` a group of subcommands even while only one command is registered;
+# the group's help text is the `help=` given to the Typer above.
 @app.callback()
 def _root() -> None:
-    """hitrate: every request assembled for the prompt cache, every call measured."""
+    pass
 
 
 def main() -> None:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
+from hitrate.harness.cli import add_command, fail
 from hitrate.harness.defaults import default_model
 from hitrate.harness.dynamic_context import workspace_context
 from hitrate.harness.events import EventSink
 from hitrate.harness.models import ModelSpecError, parse_model_spec
+from hitrate.harness.policy import Policy
 from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
-from hitrate.harness.router import Router, rules_for
+from hitrate.harness.router import Route, Router, rules_for
 from hitrate.harness.session import Session, SessionConfig, session_inputs
 from hitrate.projection.lint import lint
 from hitrate.projection.project import Projector, ProjectionError
@@ -39,13 +41,12 @@ _EXIT_FOR_STATUS = {
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run_command)
-    app.command("lint")(lint_command)
+    add_command(app, "run", run_command)
+    add_command(app, "lint", lint_command)
 
 
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
+def _fail(message: str) -> NoReturn:
+    fail(message, EXIT_USAGE)
 
 
 def _workspace(path: Path) -> Path:
@@ -88,8 +89,8 @@ def run_command(
     raise typer.Exit(_EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
 
-def run_task(route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
-             limits: AgentLimits, config: SessionConfig, policy=None) -> AgentResult:
+def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
+             limits: AgentLimits, config: SessionConfig, policy: Policy | None = None) -> AgentResult:
     """Run one task to its end with a fresh session; the route is closed afterwards."""
     with Ledger(ledger_path or default_ledger_path()) as ledger:
         session = Session(route, workspace, ledger=ledger, sink=sink, config=config)

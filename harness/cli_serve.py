@@ -6,55 +6,59 @@ from typing import Optional
 
 import typer
 
+from hitrate.harness.cli import add_command
+
 
 def register(app: typer.Typer) -> None:
-    @app.command("serve")
-    def serve_command(
-        model: str = typer.Argument(..., help="A local model folder or a Hugging Face hub id."),
-        host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-        port: int = typer.Option(8000, help="Port to listen on."),
-        pool_tokens: Optional[int] = typer.Option(
-            None, help="Prefix-cache capacity in tokens (default: 40% of free GPU memory, or 1 GiB on CPU)."
-        ),
-        page_size: int = typer.Option(1, help="Tokens per KV page; 1 caches at token granularity."),
-        host_tier_tokens: int = typer.Option(0, help="Host-memory tier for evicted pages, in tokens (0: off)."),
-        device: Optional[str] = typer.Option(None, help="cuda, cuda:1, cpu, mps (default: best available)."),
-        dtype: Optional[str] = typer.Option(None, help="float32, bfloat16, float16 (default: by device)."),
-        served_model_name: list[str] = typer.Option(
-            [], "--served-model-name", help="Name clients use for the model (repeatable)."
-        ),
-        default_max_tokens: int = typer.Option(4096, help="max_tokens for OpenAI requests that set none."),
-        local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
-        trust_remote_code: bool = typer.Option(False, help="Allow model code shipped with the checkpoint."),
-        log_level: str = typer.Option("info", help="uvicorn log level."),
-    ) -> None:
-        """Serve MODEL with an exact prefix cache: /v1/chat/completions, /v1/messages, /metrics."""
-        from hitrate.engine.api import EngineError
-        from hitrate.engine.runner import TransformersEngine
-        from hitrate.engine.server import serve
+    add_command(app, "serve", serve_command)
 
-        if page_size < 1:
-            raise typer.BadParameter("must be at least 1", param_hint="--page-size")
-        try:
-            engine = TransformersEngine.from_pretrained(
-                model,
-                device=device,
-                dtype=dtype,
-                pool_tokens=pool_tokens,
-                page_size=page_size,
-                host_tier_tokens=host_tier_tokens,
-                model_name=served_model_name[0] if served_model_name else None,
-                local_files_only=local_files_only,
-                trust_remote_code=trust_remote_code,
-            )
-        except EngineError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
-        names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
-        typer.echo(
-            f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions, Anthropic: /v1/messages, "
-            f"metrics: /metrics; context {engine.max_context} tokens, "
-            f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
+
+def serve_command(
+    model: str = typer.Argument(..., help="A local model folder or a Hugging Face hub id."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    pool_tokens: Optional[int] = typer.Option(
+        None, help="Prefix-cache capacity in tokens (default: 40% of free GPU memory, or 1 GiB on CPU)."
+    ),
+    page_size: int = typer.Option(1, help="Tokens per KV page; 1 caches at token granularity."),
+    host_tier_tokens: int = typer.Option(0, help="Host-memory tier for evicted pages, in tokens (0: off)."),
+    device: Optional[str] = typer.Option(None, help="cuda, cuda:1, cpu, mps (default: best available)."),
+    dtype: Optional[str] = typer.Option(None, help="float32, bfloat16, float16 (default: by device)."),
+    served_model_name: list[str] = typer.Option(
+        [], "--served-model-name", help="Name clients use for the model (repeatable)."
+    ),
+    default_max_tokens: int = typer.Option(4096, help="max_tokens for OpenAI requests that set none."),
+    local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
+    trust_remote_code: bool = typer.Option(False, help="Allow model code shipped with the checkpoint."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+) -> None:
+    """Serve MODEL with an exact prefix cache: /v1/chat/completions, /v1/messages, /metrics."""
+    from hitrate.engine.api import EngineError
+    from hitrate.engine.runner import TransformersEngine
+    from hitrate.engine.server import serve
+
+    if page_size < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--page-size")
+    try:
+        engine = TransformersEngine.from_pretrained(
+            model,
+            device=device,
+            dtype=dtype,
+            pool_tokens=pool_tokens,
+            page_size=page_size,
+            host_tier_tokens=host_tier_tokens,
+            model_name=served_model_name[0] if served_model_name else None,
+            local_files_only=local_files_only,
+            trust_remote_code=trust_remote_code,
         )
-        serve(engine, host=host, port=port, served_model_names=served_model_name or None,
-              default_max_tokens=default_max_tokens, log_level=log_level)
+    except EngineError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
+    typer.echo(
+        f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions, Anthropic: /v1/messages, "
+        f"metrics: /metrics; context {engine.max_context} tokens, "
+        f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
+    )
+    serve(engine, host=host, port=port, served_model_names=served_model_name or None,
+          default_max_tokens=default_max_tokens, log_level=log_level)

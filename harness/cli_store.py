@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from datetime import date
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from hitrate.harness.cli import add_command, fail
 from hitrate.store.ledger import ENV_DB, GroupBy, GroupSummary, Ledger, default_ledger_path
 from hitrate.store.litellm_import import LiteLLMFormatError, load_litellm_file
 from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
@@ -21,8 +23,8 @@ _PRICE_COLUMNS = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("prices")(prices_command)
-    app.command("ledger")(ledger_command)
+    add_command(app, "prices", prices_command)
+    add_command(app, "ledger", ledger_command)
 
 
 def prices_command(
@@ -182,6 +184,5 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
+def _fail(message: str) -> NoReturn:
+    fail(message, 1)

@@ -84,13 +84,19 @@ def local_weights_cached(hub_id: str) -> bool:
 
 
 def hub_reachable(env: dict[str, str], timeout_s: float = 2.0) -> bool:
-    if env.get("HF_HUB_OFFLINE") in ("1", "true", "True") or env.get("TRANSFORMERS_OFFLINE") in ("1", "true"):
+    """Whether huggingface.co answers, unless the environment switches the hub off."""
+    if any(_env_flag(env.get(name)) for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
         return False
     try:
         with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
             return True
     except OSError:
         return False
+
+
+def _env_flag(value: str | None) -> bool:
+    # How huggingface_hub reads its boolean variables.
+    return (value or "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
 def default_model(

@@ -20,7 +20,7 @@ import tempfile
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import platformdirs
 from pydantic import BaseModel
@@ -161,7 +161,3 @@ def run_demo(
         if not keep_workspace:
             shutil.rmtree(workspace, ignore_errors=True)
     return result
-
-
-def demo_summary_json(result: AgentResult) -> dict[str, Any]:
-    return result.summary.model_dump(mode="json")

@@ -52,8 +52,10 @@ class LocalEngineServer:
         if self._thread is not None:
             return self.url
         ref = self.model_ref
-        if ref.startswith(("/", "./", "../", "~")) and not Path(ref).expanduser().exists():
-            raise LocalEngineError(f"local/{ref}: could not load model: no model folder at {Path(ref).expanduser()}")
+        folder = Path(ref).expanduser()
+        is_path = folder.exists()
+        if ref.startswith(("/", "./", "../", "~")) and not is_path:
+            raise LocalEngineError(f"local/{ref}: could not load model: no model folder at {folder}")
         try:
             from hitrate.engine.api import EngineError
             from hitrate.engine.runner import TransformersEngine
@@ -64,10 +66,9 @@ class LocalEngineServer:
                 f"local models need the engine's dependencies ({exc.name} is missing): "
                 "pip install 'hitrate[local]'"
             ) from exc
-        is_path = Path(self.model_ref).expanduser().exists()
         try:
             self.engine = TransformersEngine.from_pretrained(
-                str(Path(self.model_ref).expanduser()) if is_path else self.model_ref,
+                str(folder) if is_path else ref,
                 dtype=self._dtype,
                 device=self._device,
                 pool_tokens=self._pool_tokens,

@@ -18,11 +18,7 @@ from hitrate.harness.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from hitrate.harness.summary import SessionSummary, summary_lines
-
-
-def _n(value: int | None) -> str:
-    return "?" if value is None else f"{value:,}"
+from hitrate.harness.summary import SessionSummary, count_text, summary_lines
 
 
 def call_line(event: CallRecorded) -> str:
@@ -31,10 +27,10 @@ def call_line(event: CallRecorded) -> str:
         return f"[call {event.step}] FAILED: {event.error}"
     u = event.usage
     parts = [
-        f"read {_n(u.cache_read)}",
-        f"write {_n(u.cache_write_total)}",
-        f"fresh {_n(u.fresh_input)}",
-        f"out {_n(u.output)}",
+        f"read {count_text(u.cache_read)}",
+        f"write {count_text(u.cache_write_total)}",
+        f"fresh {count_text(u.fresh_input)}",
+        f"out {count_text(u.output)}",
         "unpriced" if event.cost_usd is None else f"${event.cost_usd:.4f}",
     ]
     if event.latency_s is not None:

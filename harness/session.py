@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -165,9 +166,8 @@ class Session:
         self.epochs: list[EpochLine] = []
         self.extra_context: dict[str, str] = {}
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
-        self._previous: tuple[Prompt, float, str] | None = None
-        self._sent_messages = 0
-        """How many transcript messages the last successful request carried."""
+        self._previous: tuple[Prompt, float] | None = None
+        """The last successful request and when it was sent (wall clock), to explain the next one's misses."""
         self._epoch_reason: str | None = None
 
     # ------------------------------------------------------------------ state
@@ -194,7 +194,8 @@ class Session:
         messages = self.transcript.messages
         last = messages[-1] if messages else None
         if isinstance(last, UserMessage):
-            if len(messages) > self._sent_messages and not last.context_blocks:
+            sent = len(self._previous[0].messages) if self._previous is not None else 0
+            if len(messages) > sent and not last.context_blocks:
                 joined = UserMessage(content=last.content + (block,))
                 self.transcript = Transcript(messages=messages[:-1] + (joined,))
                 return
@@ -275,8 +276,7 @@ class Session:
         explanation = self._explain(prompt, result, wall_start)
         record = self._record(step, prompt, result, started_at, explanation)
         self.transcript = self.transcript.freeze_context(prompt.tail)
-        self._previous = (prompt, wall_start, prompt.model)
-        self._sent_messages = len(prompt.messages)
+        self._previous = (prompt, wall_start)
         assistant = policy.decide(step, result)
         if assistant is not None:
             self.transcript = self.transcript.append(assistant)
@@ -292,46 +292,75 @@ class Session:
         return StepOutcome(result=result, prompt=prompt, record=record, explanation=explanation, assistant=assistant)
 
     def _explain(self, prompt: Prompt, result: CallResult, wall_start: float) -> MissExplanation:
-        previous = self._previous
+        previous, sent_at = self._previous if self._previous is not None else (None, wall_start)
         return explain_miss(
-            previous[0] if previous else None,
+            previous,
             prompt,
-            seconds_since_previous=wall_start - previous[1] if previous else 0.0,
-            previous_model=previous[2] if previous else prompt.model,
+            seconds_since_previous=wall_start - sent_at,
+            previous_model=previous.model if previous is not None else prompt.model,
             current_model=prompt.model,
             rules=self.route.explain_rules,
             reported_cache_read=result.usage.cache_read,
             reported_prompt_tokens=result.usage.prompt_tokens,
         )
 
-    def _record(self, step: int, prompt: Prompt, result: CallResult, started_at: Any, explanation: MissExplanation) -> CallRecord:
-        breakdown = cost(result.usage, prompt.model, started_at, self.price_table)
-        missed = explanation.reason != "hit"
-        record = CallRecord(
+    def _call_record(self, prompt: Prompt, started_at: datetime, **fields: Any) -> CallRecord:
+        """A ledger row for a call of `prompt`, with what every row of this session carries."""
+        return CallRecord(
             run_id=self.config.run_id,
             task_id=self.config.task_id,
             session_id=self.id,
             backend=self.route.backend_name,
             model=prompt.model,
             started_at=started_at,
-            ttft_s=result.ttft_s,
-            latency_s=result.latency_s,
             section_hashes=prompt.section_hashes(),
             sections=call_sections(prompt),
+            price_snapshot_id=self.price_table.id,
+            layout=self.config.layout,
+            cache_mode=self.config.cache_mode,
+            **fields,
+        )
+
+    def _record(
+        self, step: int, prompt: Prompt, result: CallResult, started_at: datetime, explanation: MissExplanation
+    ) -> CallRecord:
+        breakdown = cost(result.usage, prompt.model, started_at, self.price_table)
+        missed = explanation.reason != "hit"
+        record = self._call_record(
+            prompt,
+            started_at,
+            ttft_s=result.ttft_s,
+            latency_s=result.latency_s,
             usage=result.usage,
             raw_usage=result.raw_usage,
-            price_snapshot_id=self.price_table.id,
             cost_usd=breakdown.total,
             miss_reason=explanation.label if missed else None,
             miss_tokens=explanation.tokens_missed if missed else 0,
             miss_cost_usd=_miss_cost(explanation, result.usage, breakdown) if missed else 0.0,
-            layout=self.config.layout,
-            cache_mode=self.config.cache_mode,
         )
-        record = self.ledger.record_call(record, price_table=self.price_table)
-        self.records.append((step, record))
+        record = self._store(step, prompt, record, stop_reason=result.stop_reason)
         if prompt.epoch_started and self.epochs and self.epochs[-1].first_step == step:
             self.epochs[-1] = self.epochs[-1].model_copy(update={"miss_tokens": record.miss_tokens, "miss_cost_usd": record.miss_cost_usd})
+        return record
+
+    def _record_failure(
+        self, step: int, prompt: Prompt, started_at: datetime, clock_start: float, error: str, partial: dict[str, Any] | None
+    ) -> None:
+        record = self._call_record(
+            prompt,
+            started_at,
+            latency_s=time.monotonic() - clock_start,
+            usage=Usage(),
+            raw_usage=partial,
+            error=error,
+        )
+        self._store(step, prompt, record, stop_reason=None)
+
+    def _store(self, step: int, prompt: Prompt, record: CallRecord, *, stop_reason: str | None) -> CallRecord:
+        """Write the row (and the price snapshot it names) to the ledger, keep it for the summary,
+        and announce it."""
+        record = self.ledger.record_call(record, price_table=self.price_table)
+        self.records.append((step, record))
         self.emit(
             CallRecorded(
                 session_id=self.id,
@@ -345,41 +374,12 @@ class Session:
                 miss_cost_usd=record.miss_cost_usd,
                 ttft_s=record.ttft_s,
                 latency_s=record.latency_s,
-                stop_reason=result.stop_reason,
+                stop_reason=stop_reason,
+                error=record.error,
                 epoch=prompt.epoch.number,
             )
         )
         return record
-
-    def _record_failure(
-        self, step: int, prompt: Prompt, started_at: Any, clock_start: float, error: str, partial: dict[str, Any] | None
-    ) -> None:
-        record = CallRecord(
-            run_id=self.config.run_id,
-            task_id=self.config.task_id,
-            session_id=self.id,
-            backend=self.route.backend_name,
-            model=prompt.model,
-            started_at=started_at,
-            latency_s=time.monotonic() - clock_start,
-            section_hashes=prompt.section_hashes(),
-            sections=call_sections(prompt),
-            usage=Usage(),
-            raw_usage=partial,
-            price_snapshot_id=self.price_table.id,
-            error=error,
-            layout=self.config.layout,
-            cache_mode=self.config.cache_mode,
-        )
-        record = self.ledger.record_call(record)
-        self.records.append((step, record))
-        self.emit(
-            CallRecorded(
-                session_id=self.id, step=step, call_id=record.id, model=self.route.label, usage=record.usage,
-                cost_usd=None, miss_reason=None, miss_tokens=None, miss_cost_usd=None, ttft_s=None,
-                latency_s=record.latency_s, stop_reason=None, error=error, epoch=prompt.epoch.number,
-            )
-        )
 
     # ------------------------------------------------------------------ tools
 

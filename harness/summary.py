@@ -89,7 +89,8 @@ def summarize(
     )
 
 
-def _n(value: int | None) -> str:
+def count_text(value: int | None) -> str:
+    """A token count with thousands separators; "?" when the server did not report it."""
     return "?" if value is None else f"{value:,}"
 
 
@@ -105,9 +106,9 @@ def summary_lines(summary: SessionSummary) -> list[str]:
         f"session {summary.session_id} on {summary.model}: {summary.status or 'done'} after {summary.steps} step(s)",
         f"calls: {summary.calls}" + (f" (+{summary.failed_calls} failed)" if summary.failed_calls else ""),
         "tokens: "
-        + f"cache read {_n(t.cache_read)} | cache write {_n(t.cache_write_total)}"
-        + (f" (5m {_n(t.cache_write_5m)}, 1h {_n(t.cache_write_1h)})" if t.cache_write_1h else "")
-        + f" | fresh {_n(t.fresh_input)} | output {_n(t.output)}",
+        + f"cache read {count_text(t.cache_read)} | cache write {count_text(t.cache_write_total)}"
+        + (f" (5m {count_text(t.cache_write_5m)}, 1h {count_text(t.cache_write_1h)})" if t.cache_write_1h else "")
+        + f" | fresh {count_text(t.fresh_input)} | output {count_text(t.output)}",
         f"hit ratio (Σread / Σ(read+write+fresh)): {ratio}",
         f"cost: {_usd(t.cost_usd)}" + (f" ({t.unpriced_calls} call(s) unpriced)" if t.unpriced_calls and t.cost_usd is not None else ""),
     ]
@@ -119,10 +120,10 @@ def summary_lines(summary: SessionSummary) -> list[str]:
         lines.append("misses:")
         for m in summary.misses:
             cost = "" if m.cost_usd is None else f", {_usd(m.cost_usd)} more than a hit"
-            lines.append(f"  step {m.step}: {m.reason} ({_n(m.tokens)} tokens not read{cost})")
+            lines.append(f"  step {m.step}: {m.reason} ({count_text(m.tokens)} tokens not read{cost})")
     else:
         lines.append("misses: none")
     for e in summary.epochs[1:]:
         cost = "" if e.miss_cost_usd is None else f", {_usd(e.miss_cost_usd)}"
-        lines.append(f"epoch {e.number} from step {e.first_step}: {e.reason} (lost cache: {_n(e.miss_tokens)} tokens{cost})")
+        lines.append(f"epoch {e.number} from step {e.first_step}: {e.reason} (lost cache: {count_text(e.miss_tokens)} tokens{cost})")
     return lines

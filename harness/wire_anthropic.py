@@ -15,14 +15,23 @@ usage it reports is exact.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import anthropic
 import httpx2
 
-from hitrate.harness.wire_errors import from_sdk_error
-from hitrate.harness.wire_types import CallError, CallResult, TextSink, map_stop_reason
+from hitrate.harness.wire_errors import stream_error
+from hitrate.harness.wire_types import (
+    BlockKey,
+    CallError,
+    CallResult,
+    PlannedMarks,
+    RenderReport,
+    StreamTimer,
+    TextSink,
+    map_stop_reason,
+    native_raw,
+)
 from hitrate.projection.prompt import Breakpoint, Prompt
 from hitrate.projection.transcript import (
     AssistantMessage,
@@ -41,31 +50,8 @@ API = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
-class RenderReport:
-    """Marks that could not be placed on this wire (kept for tests and debugging)."""
-
-    def __init__(self) -> None:
-        self.placed: list[Breakpoint] = []
-        self.unplaced: list[Breakpoint] = []
-
-
 def _cache_control(mark: Breakpoint) -> dict[str, str]:
     return {"type": "ephemeral", "ttl": mark.ttl}
-
-
-def _marks_by_block(prompt: Prompt) -> dict[tuple[str, int | None, int], Breakpoint]:
-    out: dict[tuple[str, int | None, int], Breakpoint] = {}
-    for mark in prompt.breakpoints:
-        kind = "message" if mark.kind in ("history", "tail") else mark.kind
-        out[(kind, mark.message_index, mark.block_index)] = mark
-    return out
-
-
-def _native(block: Any) -> dict[str, Any] | None:
-    native: NativeBlock | None = getattr(block, "native", None)
-    if native is not None and native.api == API:
-        return json.loads(native.raw)
-    return None
 
 
 def _tool_input(call: ToolCallBlock) -> Any:
@@ -98,9 +84,9 @@ def _user_block(block: Any) -> dict[str, Any] | None:
 
 
 def _assistant_block(block: Any) -> dict[str, Any] | None:
-    native = _native(block)
-    if native is not None:
-        return native
+    raw = native_raw(block, API)
+    if raw is not None:
+        return json.loads(raw)
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text} if block.text else None
     if isinstance(block, ToolCallBlock):
@@ -120,16 +106,12 @@ def render_messages_request(
     prompt: Prompt, *, max_tokens: int, report: RenderReport | None = None
 ) -> dict[str, Any]:
     """The Messages API body for `prompt` (without `stream`)."""
-    report = report if report is not None else RenderReport()
-    marks = _marks_by_block(prompt)
-    used: set[tuple[str, int | None, int]] = set()
+    marks = PlannedMarks(prompt, report if report is not None else RenderReport())
 
-    def mark(target: dict[str, Any], key: tuple[str, int | None, int]) -> None:
-        found = marks.get(key)
+    def mark(target: dict[str, Any], key: BlockKey) -> None:
+        found = marks.take(key)
         if found is not None:
             target["cache_control"] = _cache_control(found)
-            used.add(key)
-            report.placed.append(found)
 
     tools: list[dict[str, Any]] = []
     for i, spec in enumerate(prompt.tools):
@@ -161,8 +143,7 @@ def render_messages_request(
             # An assistant turn made only of unreplayable thinking; keep roles alternating.
             content.append({"type": "text", "text": "(no content)"})
         messages.append({"role": message.role, "content": content})
-
-    report.unplaced.extend(m for key, m in marks.items() if key not in used)
+    marks.finish()
 
     body: dict[str, Any] = {"model": prompt.model, "max_tokens": max_tokens}
     if tools:
@@ -293,8 +274,7 @@ class AnthropicBackend:
         body = render_messages_request(prompt, max_tokens=max_tokens, report=report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
-        started = time.monotonic()
-        ttft: float | None = None
+        timer = StreamTimer()
         start_usage: dict[str, Any] = {}
         delta_usage: dict[str, Any] = {}
         stop_raw: str | None = None
@@ -314,33 +294,22 @@ class AnthropicBackend:
                         model = message.model or model
                         response_id = message.id
                     elif kind == "content_block_start":
-                        if ttft is None:
-                            ttft = time.monotonic() - started
+                        timer.content_arrived()
                         collected.start(event.index, _dict(event.content_block))
                     elif kind == "content_block_delta":
-                        if ttft is None:
-                            ttft = time.monotonic() - started
+                        timer.content_arrived()
                         text = collected.delta(event.index, _dict(event.delta))
                         if text and on_text is not None:
                             on_text(text)
                     elif kind == "message_delta":
                         stop_raw = event.delta.stop_reason or stop_raw
                         delta_usage = _dict(event.usage)
-        except CallError as exc:
-            exc.request_id = exc.request_id or request_id
-            exc.partial_usage = start_usage or None
-            raise
-        except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-            if isinstance(exc, httpx2.TimeoutException):
-                error = CallError(f"{where}: the stream timed out", kind="timeout")
-            elif isinstance(exc, httpx2.TransportError):
-                error = CallError(f"{where}: the stream broke off ({type(exc).__name__}: {exc})", kind="connection")
-            else:
-                error = from_sdk_error(exc, where=where)
-            error.request_id = error.request_id or request_id
-            error.partial_usage = start_usage or None
+        except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
+            error = stream_error(exc, where=where, request_id=request_id, partial_usage=start_usage)
+            if error is exc:
+                raise
             raise error from exc
-        latency = time.monotonic() - started
+        latency = timer.elapsed()
         if not start_usage and not delta_usage:
             raise CallError(f"{where}: the stream ended without usage (no message_start)", kind="bad_response",
                             request_id=request_id)
@@ -358,7 +327,7 @@ class AnthropicBackend:
             model=model,
             request_id=request_id,
             response_id=response_id,
-            ttft_s=ttft,
+            ttft_s=timer.ttft_s,
             latency_s=latency,
             request_body=body,
         )

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 
 from hitrate.harness.wire_types import CallError, ErrorKind
@@ -128,3 +129,23 @@ def from_sdk_error(exc: BaseException, *, where: str) -> CallError:
     if isinstance(exc, (anthropic.AnthropicError, openai.OpenAIError)):
         return CallError(f"{where}: {type(exc).__name__}: {exc}", kind="bad_response")
     raise exc
+
+
+def stream_error(
+    exc: BaseException, *, where: str, request_id: str | None, partial_usage: dict[str, Any] | None = None
+) -> CallError:
+    """A CallError for an exception raised while a streamed call was open, carrying the request id
+    and whatever usage the stream had reported. Once the stream has started, the SDK no longer wraps
+    transport failures, so a timeout or a dropped connection arrives as the transport's own error."""
+    if isinstance(exc, CallError):
+        error = exc
+    elif isinstance(exc, httpx2.TimeoutException):
+        error = CallError(f"{where}: the stream timed out", kind="timeout")
+    elif isinstance(exc, httpx2.TransportError):
+        error = CallError(f"{where}: the stream broke off ({type(exc).__name__}: {exc})", kind="connection")
+    else:
+        error = from_sdk_error(exc, where=where)
+    error.request_id = error.request_id or request_id
+    if partial_usage:
+        error.partial_usage = partial_usage
+    return error

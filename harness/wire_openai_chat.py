@@ -18,15 +18,24 @@ content is a plain string. Tools and tool calls cannot carry a mark on this wire
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx2
 import openai
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_errors import from_sdk_error
-from hitrate.harness.wire_types import CallError, CallResult, TextSink, map_stop_reason
+from hitrate.harness.wire_errors import stream_error
+from hitrate.harness.wire_types import (
+    BlockKey,
+    CallError,
+    CallResult,
+    PlannedMarks,
+    RenderReport,
+    StreamTimer,
+    TextSink,
+    map_stop_reason,
+    native_raw,
+)
 from hitrate.projection.prompt import Breakpoint, Prompt
 from hitrate.projection.transcript import (
     AssistantMessage,
@@ -47,37 +56,24 @@ API = "openai_chat"
 _JOIN = "\n\n"
 
 
-class RenderReport:
-    def __init__(self) -> None:
-        self.placed: list[Breakpoint] = []
-        self.unplaced: list[Breakpoint] = []
-
-
 def _breakpoint(mark: Breakpoint) -> dict[str, str]:
     return {"mode": "explicit", "ttl": mark.ttl}
 
 
 class _Renderer:
-    def __init__(self, prompt: Prompt, report: RenderReport) -> None:
+    def __init__(self, prompt: Prompt, marks: PlannedMarks) -> None:
         self.prompt = prompt
-        self.report = report
+        self.marks = marks
         self.parts_mode = prompt.family == "openai_breakpoints"
-        self.marks: dict[tuple[str, int | None, int], Breakpoint] = {}
-        for mark in prompt.breakpoints:
-            kind = "message" if mark.kind in ("history", "tail") else mark.kind
-            self.marks[(kind, mark.message_index, mark.block_index)] = mark
-        self.used: set[tuple[str, int | None, int]] = set()
 
-    def part(self, text: str, key: tuple[str, int | None, int]) -> dict[str, Any]:
+    def part(self, text: str, key: BlockKey) -> dict[str, Any]:
         part: dict[str, Any] = {"type": "text", "text": text}
-        mark = self.marks.get(key)
+        mark = self.marks.take(key)
         if mark is not None:
             part["prompt_cache_breakpoint"] = _breakpoint(mark)
-            self.used.add(key)
-            self.report.placed.append(mark)
         return part
 
-    def content(self, pieces: list[tuple[str, tuple[str, int | None, int]]]) -> Any:
+    def content(self, pieces: list[tuple[str, BlockKey]]) -> Any:
         if self.parts_mode:
             return [self.part(text, key) for text, key in pieces]
         return _JOIN.join(text for text, _ in pieces)
@@ -90,7 +86,7 @@ class _Renderer:
 
     def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        pieces: list[tuple[str, tuple[str, int | None, int]]] = []
+        pieces: list[tuple[str, BlockKey]] = []
         for bi, block in enumerate(message.content):
             key = ("message", mi, bi)
             if isinstance(block, ToolResultBlock):
@@ -104,21 +100,21 @@ class _Renderer:
         return out
 
     def assistant(self, mi: int, message: AssistantMessage) -> dict[str, Any]:
-        texts: list[tuple[str, tuple[str, int | None, int]]] = []
+        texts: list[tuple[str, BlockKey]] = []
         reasoning: list[str] = []
         calls: list[dict[str, Any]] = []
         for bi, block in enumerate(message.content):
             if isinstance(block, TextBlock) and block.text:
                 texts.append((block.text, ("message", mi, bi)))
             elif isinstance(block, ToolCallBlock):
-                native = block.native
-                if native is not None and native.api == API:
-                    calls.append(json.loads(native.raw))
+                raw = native_raw(block, API)
+                if raw is not None:
+                    calls.append(json.loads(raw))
                 else:
                     calls.append(
                         {"id": block.call_id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}}
                     )
-            elif isinstance(block, ThinkingBlock) and block.native is not None and block.native.api == API:
+            elif isinstance(block, ThinkingBlock) and native_raw(block, API) is not None:
                 # DeepSeek's thinking mode wants `reasoning_content` back within a tool-calling turn;
                 # it is only re-sent to the kind of server that produced it.
                 reasoning.append(block.thinking)
@@ -134,8 +130,8 @@ def render_chat_request(
     prompt: Prompt, quirks: Quirks, *, max_tokens: int, report: RenderReport | None = None
 ) -> dict[str, Any]:
     """The Chat Completions body for `prompt` (without `stream` / `stream_options`)."""
-    report = report if report is not None else RenderReport()
-    r = _Renderer(prompt, report)
+    marks = PlannedMarks(prompt, report if report is not None else RenderReport())
+    r = _Renderer(prompt, marks)
     messages: list[dict[str, Any]] = []
     system = r.system()
     if system is not None:
@@ -145,7 +141,7 @@ def render_chat_request(
             messages.extend(r.user(mi, message))
         else:
             messages.append(r.assistant(mi, message))
-    report.unplaced.extend(m for key, m in r.marks.items() if key not in r.used)
+    marks.finish()
 
     body: dict[str, Any] = {"model": prompt.model, "messages": messages}
     if prompt.tools:
@@ -202,28 +198,59 @@ class _ToolCallParts:
         self.arguments: list[str] = []
 
 
-def _assistant(text: list[str], reasoning: list[str], calls: dict[int, _ToolCallParts]) -> AssistantMessage | None:
-    content: list[Any] = []
-    thinking = "".join(reasoning)
-    if thinking:
-        content.append(ThinkingBlock(thinking=thinking, native=NativeBlock(api=API, raw=json.dumps(thinking))))
-    joined = "".join(text)
-    if joined:
-        content.append(TextBlock(text=joined))
-    for index in sorted(calls):
-        parts = calls[index]
-        if not parts.id or not parts.name:
-            raise CallError(f"streamed tool call #{index} has no id or name", kind="bad_response")
-        arguments = "".join(parts.arguments)
-        raw = json.dumps(
-            {"id": parts.id, "type": "function", "function": {"name": parts.name, "arguments": arguments}},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
-        content.append(
-            ToolCallBlock(call_id=parts.id, name=parts.name, arguments=arguments, native=NativeBlock(api=API, raw=raw))
-        )
-    return AssistantMessage(content=tuple(content)) if content else None
+class _Reply:
+    """Reasoning, text and tool calls of one streamed reply, assembled from choice deltas."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _ToolCallParts] = {}
+
+    def add(self, delta: Any, timer: StreamTimer, on_text: TextSink | None) -> None:
+        reasoning_piece = (delta.model_extra or {}).get("reasoning_content")
+        if isinstance(reasoning_piece, str) and reasoning_piece:
+            timer.content_arrived()
+            self.reasoning.append(reasoning_piece)
+        if delta.content:
+            timer.content_arrived()
+            self.text.append(delta.content)
+            if on_text is not None:
+                on_text(delta.content)
+        for tc in delta.tool_calls or []:
+            timer.content_arrived()
+            parts = self.calls.setdefault(tc.index, _ToolCallParts())
+            # Ids and names arrive whole in the first fragment; some servers repeat them in later
+            # fragments, which must not be appended.
+            if tc.id and not parts.id:
+                parts.id = tc.id
+            if tc.function is not None:
+                if tc.function.name and not parts.name:
+                    parts.name = tc.function.name
+                if tc.function.arguments:
+                    parts.arguments.append(tc.function.arguments)
+
+    def message(self) -> AssistantMessage | None:
+        content: list[Any] = []
+        thinking = "".join(self.reasoning)
+        if thinking:
+            content.append(ThinkingBlock(thinking=thinking, native=NativeBlock(api=API, raw=json.dumps(thinking))))
+        joined = "".join(self.text)
+        if joined:
+            content.append(TextBlock(text=joined))
+        for index in sorted(self.calls):
+            parts = self.calls[index]
+            if not parts.id or not parts.name:
+                raise CallError(f"streamed tool call #{index} has no id or name", kind="bad_response")
+            arguments = "".join(parts.arguments)
+            raw = json.dumps(
+                {"id": parts.id, "type": "function", "function": {"name": parts.name, "arguments": arguments}},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            content.append(
+                ToolCallBlock(call_id=parts.id, name=parts.name, arguments=arguments, native=NativeBlock(api=API, raw=raw))
+            )
+        return AssistantMessage(content=tuple(content)) if content else None
 
 
 class OpenAIChatBackend:
@@ -260,14 +287,11 @@ class OpenAIChatBackend:
         if self.quirks.stream_usage:
             # Without this a stream carries no usage at all.
             request["stream_options"] = {"include_usage": True}
-        where = f"{self.label}"
-        started = time.monotonic()
-        ttft: float | None = None
+        where = self.label
+        timer = StreamTimer()
         raw_usage: dict[str, Any] = {}
         timings: dict[str, Any] | None = None
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, _ToolCallParts] = {}
+        reply = _Reply()
         finish: str | None = None
         model = prompt.model
         response_id: str | None = None
@@ -285,46 +309,16 @@ class OpenAIChatBackend:
                     if isinstance(extra.get("timings"), dict):
                         timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
                     for choice in chunk.choices:
-                        delta = choice.delta
                         if choice.finish_reason:
                             finish = choice.finish_reason
-                        if delta is None:
-                            continue
-                        delta_extra = delta.model_extra or {}
-                        reasoning_piece = delta_extra.get("reasoning_content")
-                        if isinstance(reasoning_piece, str) and reasoning_piece:
-                            ttft = ttft if ttft is not None else time.monotonic() - started
-                            reasoning.append(reasoning_piece)
-                        if delta.content:
-                            ttft = ttft if ttft is not None else time.monotonic() - started
-                            text.append(delta.content)
-                            if on_text is not None:
-                                on_text(delta.content)
-                        for tc in delta.tool_calls or []:
-                            ttft = ttft if ttft is not None else time.monotonic() - started
-                            parts = calls.setdefault(tc.index, _ToolCallParts())
-                            # Ids and names arrive whole in the first fragment; some servers repeat
-                            # them in later fragments, which must not be appended.
-                            if tc.id and not parts.id:
-                                parts.id = tc.id
-                            if tc.function is not None:
-                                if tc.function.name and not parts.name:
-                                    parts.name = tc.function.name
-                                if tc.function.arguments:
-                                    parts.arguments.append(tc.function.arguments)
-        except CallError as exc:
-            exc.request_id = exc.request_id or request_id
-            raise
-        except (openai.OpenAIError, httpx2.TransportError) as exc:
-            if isinstance(exc, httpx2.TimeoutException):
-                error = CallError(f"{where}: the stream timed out", kind="timeout")
-            elif isinstance(exc, httpx2.TransportError):
-                error = CallError(f"{where}: the stream broke off ({type(exc).__name__}: {exc})", kind="connection")
-            else:
-                error = from_sdk_error(exc, where=where)
-            error.request_id = error.request_id or request_id
+                        if choice.delta is not None:
+                            reply.add(choice.delta, timer, on_text)
+        except (CallError, openai.OpenAIError, httpx2.TransportError) as exc:
+            error = stream_error(exc, where=where, request_id=request_id)
+            if error is exc:
+                raise
             raise error from exc
-        latency = time.monotonic() - started
+        latency = timer.elapsed()
         try:
             usage = normalize_usage(raw_usage, self.quirks, model, timings)
         except UsageFormatError as exc:
@@ -332,7 +326,7 @@ class OpenAIChatBackend:
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
         return CallResult(
-            assistant=_assistant(text, reasoning, calls),
+            assistant=reply.message(),
             usage=usage,
             raw_usage=raw_usage,
             stop_reason=map_stop_reason(finish),
@@ -340,7 +334,7 @@ class OpenAIChatBackend:
             model=model,
             request_id=request_id,
             response_id=response_id,
-            ttft_s=ttft,
+            ttft_s=timer.ttft_s,
             latency_s=latency,
             request_body=request,
         )

@@ -4,16 +4,18 @@ One module per wire API renders a wire-neutral `Prompt` into its own request for
 reply, and hands back a `CallResult`: the assistant turn as a transcript message (content the model
 produced kept exactly as received), the normalized `Usage`, the raw usage as the server sent it,
 the stop reason and timings. A failed call raises `CallError`, which says whether trying again can
-help; `hitrate.harness.retry` decides what to do with it.
+help; `hitrate.harness.retry` decides what to do with it. The pieces both adapters use while
+rendering (placing the planned cache marks) and streaming (timing the reply) live here too.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.projection.prompt import Prompt
+from hitrate.projection.prompt import Breakpoint, Prompt
 from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.usage import Usage
 
@@ -123,3 +125,69 @@ def map_stop_reason(raw: str | None) -> StopReason:
         "refusal": "refusal",
         "content_filter": "refusal",
     }.get(raw or "", "other")
+
+
+# ------------------------------------------------------------------------------------------------
+# What the adapters share while rendering and streaming
+# ------------------------------------------------------------------------------------------------
+
+BlockKey = tuple[str, int | None, int]
+"""The block a cache mark sits on: ("tools" | "system" | "docs", None, block index) for the head,
+("message", message index, block index) for history and tail."""
+
+
+def block_key(mark: Breakpoint) -> BlockKey:
+    kind = "message" if mark.kind in ("history", "tail") else mark.kind
+    return (kind, mark.message_index, mark.block_index)
+
+
+class RenderReport:
+    """Which planned marks a rendered request carries, and which it could not (for tests and debugging)."""
+
+    def __init__(self) -> None:
+        self.placed: list[Breakpoint] = []
+        self.unplaced: list[Breakpoint] = []
+
+
+class PlannedMarks:
+    """The prompt's planned cache marks by the block they sit on. A renderer `take`s the mark of each
+    block it writes; `finish` reports the marks no block took."""
+
+    def __init__(self, prompt: Prompt, report: RenderReport) -> None:
+        self._by_block = {block_key(mark): mark for mark in prompt.breakpoints}
+        self._taken: set[BlockKey] = set()
+        self._report = report
+
+    def take(self, key: BlockKey) -> Breakpoint | None:
+        mark = self._by_block.get(key)
+        if mark is not None:
+            self._taken.add(key)
+            self._report.placed.append(mark)
+        return mark
+
+    def finish(self) -> None:
+        self._report.unplaced.extend(mark for key, mark in self._by_block.items() if key not in self._taken)
+
+
+def native_raw(block: Any, api: str) -> str | None:
+    """The JSON text `block` arrived in, when it came from the wire API `api`; else None. Content is
+    only re-sent byte for byte to the kind of server that produced it."""
+    native = getattr(block, "native", None)
+    if native is not None and native.api == api:
+        return native.raw
+    return None
+
+
+class StreamTimer:
+    """Time to first streamed content and total latency of one call, from when it was sent."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.ttft_s: float | None = None
+
+    def content_arrived(self) -> None:
+        if self.ttft_s is None:
+            self.ttft_s = time.monotonic() - self.started
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started

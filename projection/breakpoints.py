@@ -21,7 +21,7 @@ nothing to place; the stable layout alone decides.
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Iterator, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -115,7 +115,7 @@ def _mark(sections: Sequence[Section], si: int, j: int, ttl: Ttl, purpose: str) 
         section=si,
         kind=s.kind,
         message_index=s.message_index,
-        block_index=(s.block_start + j) if s.message_index is not None else j,
+        block_index=s.block_start + j,
         ttl=ttl,
         purpose=purpose,
         position=s.block_positions[j],
@@ -138,10 +138,20 @@ def head_mark_target(sections: Sequence[Section]) -> tuple[int, int] | None:
     return _last_markable(sections, 2)
 
 
-def request_ends(sections: Sequence[Section], messages: Sequence[Message]) -> list[tuple[int, int]]:
-    """Where earlier requests ended, newest first: the last markable block of every user message that
-    an assistant message answered (each request ends with a user turn, and its reply follows it)."""
-    ends: list[tuple[int, int]] = []
+def _answered_user_message(messages: Sequence[Message], mi: int | None) -> bool:
+    return (
+        mi is not None
+        and isinstance(messages[mi], UserMessage)
+        and mi + 1 < len(messages)
+        and isinstance(messages[mi + 1], AssistantMessage)
+    )
+
+
+def _request_ends_newest_first(
+    sections: Sequence[Section], messages: Sequence[Message]
+) -> Iterator[tuple[int, int] | None]:
+    """For every user message an assistant message answered, newest first: its last markable block,
+    or None when it has none. Lazy, so the previous request's end costs only a walk back to it."""
     si = len(sections) - 1
     while si > 2:
         mi = sections[si].message_index
@@ -149,36 +159,20 @@ def request_ends(sections: Sequence[Section], messages: Sequence[Message]) -> li
         first = si
         while first - 1 > 2 and sections[first - 1].message_index == mi:
             first -= 1
-        if (
-            mi is not None
-            and isinstance(messages[mi], UserMessage)
-            and mi + 1 < len(messages)
-            and isinstance(messages[mi + 1], AssistantMessage)
-        ):
-            found = _last_markable(sections, si, first - 1)
-            if found is not None:
-                ends.append(found)
+        if _answered_user_message(messages, mi):
+            yield _last_markable(sections, si, first - 1)
         si = first - 1
-    return ends
+
+
+def request_ends(sections: Sequence[Section], messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """Where earlier requests ended, newest first: the last markable block of every user message that
+    an assistant message answered (each request ends with a user turn, and its reply follows it)."""
+    return [end for end in _request_ends_newest_first(sections, messages) if end is not None]
 
 
 def _previous_end(sections: Sequence[Section], messages: Sequence[Message]) -> tuple[int, int] | None:
-    """The previous request's end without walking the whole history: the newest answered user message."""
-    si = len(sections) - 1
-    while si > 2:
-        mi = sections[si].message_index
-        if (
-            mi is not None
-            and isinstance(messages[mi], UserMessage)
-            and mi + 1 < len(messages)
-            and isinstance(messages[mi + 1], AssistantMessage)
-        ):
-            first = si
-            while first - 1 > 2 and sections[first - 1].message_index == mi:
-                first -= 1
-            return _last_markable(sections, si, first - 1)
-        si -= 1
-    return None
+    """The previous request's end: the last markable block of the newest answered user message."""
+    return next(_request_ends_newest_first(sections, messages), None)
 
 
 def plan_breakpoints(sections: Sequence[Section], messages: Sequence[Message], rules: ProviderRules) -> Plan:

@@ -15,7 +15,9 @@ def first_line_difference(old: str, new: str) -> int:
     return min(len(a), len(b)) + 1
 
 
-def _key(path: str, key: Any) -> str:
+def json_path_child(path: str, key: Any) -> str:
+    """`path` extended by one step: `[3]` for a list index, `.name` for an identifier key,
+    `["a key"]` for any other key."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     if isinstance(key, str) and key.isidentifier():
@@ -33,17 +35,17 @@ def first_json_difference(old: Any, new: Any, path: str = "$") -> str | None:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
             if key not in old or key not in new:
-                return _key(path, key)
-            found = first_json_difference(old[key], new[key], _key(path, key))
+                return json_path_child(path, key)
+            found = first_json_difference(old[key], new[key], json_path_child(path, key))
             if found is not None:
                 return found
         return path
     if isinstance(old, list) and isinstance(new, list):
         for i, (x, y) in enumerate(zip(old, new)):
-            found = first_json_difference(x, y, _key(path, i))
+            found = first_json_difference(x, y, json_path_child(path, i))
             if found is not None:
                 return found
-        return _key(path, min(len(old), len(new)))
+        return json_path_child(path, min(len(old), len(new)))
     if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
         return f"{path}, line {first_line_difference(old, new)}"
     return path

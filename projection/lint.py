@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hitrate.projection.breakpoints import ProviderRules
 from hitrate.projection.canonical import canonical_bytes
+from hitrate.projection.diffpath import json_path_child
 from hitrate.projection.prompt import TTL_SECONDS, Prompt, Section
 
 Severity = Literal["error", "warning", "info"]
@@ -67,12 +68,12 @@ def _json_strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
     """Every string (keys included) in a JSON value, with its path."""
     if isinstance(value, dict):
         for key in value:
-            sub = f"{path}.{key}" if str(key).isidentifier() else f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+            sub = json_path_child(path, key)
             yield sub, str(key)
             yield from _json_strings(value[key], sub)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            yield from _json_strings(item, f"{path}[{i}]")
+            yield from _json_strings(item, json_path_child(path, i))
     elif isinstance(value, str):
         yield path, value
 
@@ -103,54 +104,52 @@ def _per_run_values(prompt: Prompt) -> list[tuple[str, str]]:
 
 def lint(prompt: Prompt, rules: ProviderRules) -> list[Finding]:
     """All findings for one prompt, head first, then tools, then marks."""
-    findings: list[Finding] = []
     per_run = _per_run_values(prompt)
-    for section in prompt.sections[:3]:
-        severity: Severity = "warning" if section.stability == "static" else "info"
-        for location, text in _texts(section):
-            for code, what, pattern in VOLATILE_PATTERNS:
-                match = pattern.search(text)
-                if match:
-                    findings.append(
-                        Finding(
-                            code=code,
-                            severity=severity,
-                            section=section.label,
-                            location=location,
-                            message=f"{what} ({match.group(0)!r}) in the {section.stability} {section.label} "
-                            "section; per-run data belongs in the dynamic context",
-                        )
-                    )
-            home = _HOME_PATH.search(text) if section.kind == "tools" else None
-            if home and not any(value in text for _, value in per_run):
-                findings.append(
-                    Finding(
-                        code="tool_schema_per_run_value",
-                        severity="warning",
-                        section=section.label,
-                        location=location,
-                        message=f"a home-directory path ({home.group(0)!r}) in a tool schema differs per machine",
-                    )
-                )
-            for key, value in per_run:
-                if value in text:
-                    findings.append(
-                        Finding(
-                            code="tool_schema_per_run_value" if section.kind == "tools" else "head_per_run_value",
-                            severity="error" if section.kind == "tools" else "warning",
-                            section=section.label,
-                            location=location,
-                            message=f"the current {key} ({value!r}) is embedded in {section.label}; it changes "
-                            "between runs and workspaces, so the head will not be reused",
-                        )
-                    )
+    findings = [f for section in prompt.sections[:3] for f in _lint_head_section(section, per_run)]
     findings.extend(_lint_tools(prompt))
     findings.extend(_lint_marks(prompt, rules))
     return findings
 
 
+def _lint_head_section(section: Section, per_run: list[tuple[str, str]]) -> Iterator[Finding]:
+    """Volatile-looking text, home paths in tool schemas, and current per-run values in one head section."""
+    severity: Severity = "warning" if section.stability == "static" else "info"
+    in_tools = section.kind == "tools"
+    for location, text in _texts(section):
+        for code, what, pattern in VOLATILE_PATTERNS:
+            match = pattern.search(text)
+            if match:
+                yield Finding(
+                    code=code,
+                    severity=severity,
+                    section=section.label,
+                    location=location,
+                    message=f"{what} ({match.group(0)!r}) in the {section.stability} {section.label} "
+                    "section; per-run data belongs in the dynamic context",
+                )
+        home = _HOME_PATH.search(text) if in_tools else None
+        if home and not any(value in text for _, value in per_run):
+            yield Finding(
+                code="tool_schema_per_run_value",
+                severity="warning",
+                section=section.label,
+                location=location,
+                message=f"a home-directory path ({home.group(0)!r}) in a tool schema differs per machine",
+            )
+        for key, value in per_run:
+            if value in text:
+                yield Finding(
+                    code="tool_schema_per_run_value" if in_tools else "head_per_run_value",
+                    severity="error" if in_tools else "warning",
+                    section=section.label,
+                    location=location,
+                    message=f"the current {key} ({value!r}) is embedded in {section.label}; it changes "
+                    "between runs and workspaces, so the head will not be reused",
+                )
+
+
 def _lint_tools(prompt: Prompt) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
     names = [t.name for t in prompt.tools]
     if names != sorted(names):
         findings.append(
@@ -174,35 +173,28 @@ def _lint_tools(prompt: Prompt) -> list[Finding]:
     return findings
 
 
-def _lint_marks(prompt: Prompt, rules: ProviderRules) -> list[Finding]:
-    findings: list[Finding] = []
+def _lint_marks(prompt: Prompt, rules: ProviderRules) -> Iterator[Finding]:
     marks = prompt.breakpoints
     if marks and not rules.places_marks:
-        findings.append(
-            Finding(
-                code="marks_ignored",
-                severity="info",
-                section=None,
-                message=f"{rules.family} places no cache marks; the {len(marks)} planned mark(s) do nothing",
-            )
+        yield Finding(
+            code="marks_ignored",
+            severity="info",
+            section=None,
+            message=f"{rules.family} places no cache marks; the {len(marks)} planned mark(s) do nothing",
         )
     if rules.family == "anthropic" and len(marks) > rules.max_marks:
-        findings.append(
-            Finding(
-                code="too_many_marks",
-                severity="error",
-                section=None,
-                message=f"{len(marks)} cache marks; the provider accepts at most {rules.max_marks}",
-            )
+        yield Finding(
+            code="too_many_marks",
+            severity="error",
+            section=None,
+            message=f"{len(marks)} cache marks; the provider accepts at most {rules.max_marks}",
         )
     if rules.family == "openai_breakpoints" and len(marks) > rules.searched_marks:
-        findings.append(
-            Finding(
-                code="too_many_marks",
-                severity="warning",
-                section=None,
-                message=f"{len(marks)} marks; only the latest {rules.searched_marks} are searched",
-            )
+        yield Finding(
+            code="too_many_marks",
+            severity="warning",
+            section=None,
+            message=f"{len(marks)} marks; only the latest {rules.searched_marks} are searched",
         )
     longest_so_far: int | None = None
     for n, mark in enumerate(sorted(marks, key=lambda m: (m.section, m.block_index))):
@@ -210,48 +202,39 @@ def _lint_marks(prompt: Prompt, rules: ProviderRules) -> list[Finding]:
         section = prompt.sections[mark.section] if mark.section < len(prompt.sections) else None
         label = section.label if section else None
         if mark.prefix_tokens < rules.min_cacheable_tokens:
-            findings.append(
-                Finding(
-                    code="mark_below_min",
-                    severity="warning",
-                    section=label,
-                    location=where,
-                    message=f"mark at {mark.prefix_tokens} tokens is below the model's {rules.min_cacheable_tokens}-token "
-                    "minimum: it caches nothing",
-                )
+            yield Finding(
+                code="mark_below_min",
+                severity="warning",
+                section=label,
+                location=where,
+                message=f"mark at {mark.prefix_tokens} tokens is below the model's {rules.min_cacheable_tokens}-token "
+                "minimum: it caches nothing",
             )
         if section is not None:
-            j = mark.block_index - section.block_start if section.message_index is not None else mark.block_index
-            if not (0 <= j < len(section.markable)) or not section.markable[j]:
-                findings.append(
-                    Finding(
-                        code="unmarkable_block",
-                        severity="error",
-                        section=label,
-                        location=where,
-                        message="mark on a block that cannot carry one (thinking, empty text, or out of range)",
-                    )
-                )
-        ttl = TTL_SECONDS[mark.ttl]
-        if longest_so_far is not None and ttl > longest_so_far:
-            findings.append(
-                Finding(
-                    code="ttl_order",
+            j = mark.block_index - section.block_start
+            if not (0 <= j < len(section.markable) and section.markable[j]):
+                yield Finding(
+                    code="unmarkable_block",
                     severity="error",
                     section=label,
                     location=where,
-                    message=f"a {mark.ttl} mark after a shorter-lived one: longer TTLs must come first",
+                    message="mark on a block that cannot carry one (thinking, empty text, or out of range)",
                 )
+        ttl = TTL_SECONDS[mark.ttl]
+        if longest_so_far is not None and ttl > longest_so_far:
+            yield Finding(
+                code="ttl_order",
+                severity="error",
+                section=label,
+                location=where,
+                message=f"a {mark.ttl} mark after a shorter-lived one: longer TTLs must come first",
             )
         longest_so_far = ttl if longest_so_far is None else min(longest_so_far, ttl)
     if rules.places_marks and 0 < prompt.head_tokens < rules.min_cacheable_tokens:
-        findings.append(
-            Finding(
-                code="head_below_min",
-                severity="info",
-                section="docs",
-                message=f"the static head is {prompt.head_tokens} tokens, below the {rules.min_cacheable_tokens}-token "
-                "minimum: it cannot be cached on its own",
-            )
+        yield Finding(
+            code="head_below_min",
+            severity="info",
+            section="docs",
+            message=f"the static head is {prompt.head_tokens} tokens, below the {rules.min_cacheable_tokens}-token "
+            "minimum: it cannot be cached on its own",
         )
-    return findings

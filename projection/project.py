@@ -190,39 +190,33 @@ class Projector:
                 return old.bodies + extra
         return message_bodies(message, self._count)
 
+    def _entry(
+        self, i: int, message: Message, old: _Entry | None, parent: Section, first_index: int, context: dict[str, str]
+    ) -> _Entry:
+        """Message `i` chained after `parent`; `context` is what the model had seen before it."""
+        bodies = self._bodies(message, old)
+        built: list[Section] = []
+        for body in bodies:
+            parent = chain(
+                body, kind="history", index=first_index + len(built), stability="session", parent=parent, message_index=i
+            )
+            built.append(parent)
+        after = context
+        if isinstance(message, UserMessage) and message.context_blocks:
+            after = dict(context)
+            for block in message.context_blocks:
+                block.apply_to(after)
+        return _Entry(message=message, bodies=bodies, sections=tuple(built), context_after=after)
+
     def _history(self, messages: Sequence[Message], parent: Section) -> tuple[list[Section], dict[str, str]]:
         old_entries = self._cache.entries
         entries: list[_Entry] = []
         sections: list[Section] = []
         context: dict[str, str] = {}
         for i, message in enumerate(messages):
-            old = old_entries[i] if i < len(old_entries) else None
-            if old is not None and old.message is message and old.sections[0].parent_hash == parent.hash:
-                entry = old
-            else:
-                bodies = self._bodies(message, old)
-                built = []
-                for body in bodies:
-                    section = chain(
-                        body,
-                        kind="history",
-                        index=len(sections) + len(built),
-                        stability="session",
-                        parent=parent,
-                        message_index=i,
-                    )
-                    built.append(section)
-                    parent = section
-                after = context
-                if isinstance(message, UserMessage) and message.context_blocks:
-                    after = dict(context)
-                    for block in message.context_blocks:
-                        for key, value in block.values:
-                            if value is None:
-                                after.pop(key, None)
-                            else:
-                                after[key] = value
-                entry = _Entry(message=message, bodies=bodies, sections=tuple(built), context_after=after)
+            entry = old_entries[i] if i < len(old_entries) else None
+            if entry is None or entry.message is not message or entry.sections[0].parent_hash != parent.hash:
+                entry = self._entry(i, message, entry, parent, len(sections), context)
             entries.append(entry)
             sections.extend(entry.sections)
             parent = entry.sections[-1]
@@ -233,12 +227,6 @@ class Projector:
     # -- epochs -----------------------------------------------------------------------------------
 
     def _epoch(self, model: str, head: _Head, reason: str | None) -> tuple[Epoch, bool]:
-        head_hash = head.sections[2].hash
-        if self._last is not None:
-            last_model, last_head = self._last
-            if last_model == model and last_head.sections[2].hash == head_hash:
-                self._last = (model, head)
-                return self._epochs[-1], False
         changes: list[str] = []
         parts: list[str] = []
         if self._last is not None:
@@ -255,13 +243,16 @@ class Projector:
             if last_head.docs != head.docs:
                 changes.append("docs")
                 parts.append("project docs changed")
+            if not changes:
+                self._last = (model, head)
+                return self._epochs[-1], False
         described = "; ".join(parts) if parts else "session start"
         epoch = Epoch(
             number=len(self._epochs),
             reason=f"{reason}: {described}" if reason else described,
             changes=tuple(changes),
             model=model,
-            head_hash=head_hash,
+            head_hash=head.sections[2].hash,
         )
         self._epochs.append(epoch)
         self._last = (model, head)

@@ -56,7 +56,9 @@ class Section(BaseModel):
     message_index: int | None = None
     """history / tail: index into Prompt.messages of the message this section belongs to."""
     block_start: int = 0
-    """history / tail: index of this section's first block within that message's content."""
+    """history / tail: index of this section's first block within that message's content. 0 for the
+    head sections, so `Breakpoint.block_index - block_start` is a block's index within its section
+    for every kind."""
     block_tokens: tuple[int, ...] = ()
     """Token estimate of each block (tools: each tool; system / docs: one block when non-empty)."""
     block_positions: tuple[int, ...] = ()

@@ -59,6 +59,14 @@ class ContextBlock(_Frozen):
     text: str = Field(min_length=1)
     values: tuple[tuple[str, str | None], ...]
 
+    def apply_to(self, state: dict[str, str]) -> None:
+        """Update `state` (the context as the model has seen it) with this block's changes."""
+        for key, value in self.values:
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+
 
 class ThinkingBlock(_Frozen):
     """Model reasoning with its provider signature (Anthropic `signature`, OpenAI encrypted reasoning).
@@ -231,9 +239,5 @@ class Transcript(_Frozen):
         for message in self.messages:
             if isinstance(message, UserMessage):
                 for block in message.context_blocks:
-                    for key, value in block.values:
-                        if value is None:
-                            state.pop(key, None)
-                        else:
-                            state[key] = value
+                    block.apply_to(state)
         return state

@@ -18,18 +18,10 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from hitrate.store.prices import PriceError, PriceTable, Tier, UnknownModelError
-from hitrate.store.usage import BUCKETS, Usage
+from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, WRITE_BUCKETS, Usage
 
 #: Buckets that carry a price (reasoning is inside output).
-BILLED_BUCKETS: tuple[str, ...] = (
-    "fresh_input",
-    "cache_write_5m",
-    "cache_write_30m",
-    "cache_write_1h",
-    "cache_write_12h",
-    "cache_read",
-    "output",
-)
+BILLED_BUCKETS: tuple[str, ...] = (*PROMPT_BUCKETS, "output")
 
 _PER_TOKEN = 1_000_000
 
@@ -143,7 +135,7 @@ class UsageTotals(BaseModel):
 
     @property
     def cache_write_total(self) -> int:
-        return self.cache_write_5m + self.cache_write_30m + self.cache_write_1h + self.cache_write_12h
+        return sum(getattr(self, bucket) for bucket in WRITE_BUCKETS)
 
 
 def aggregate(calls: Iterable[tuple[Usage, float | None]]) -> UsageTotals:

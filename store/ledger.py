@@ -182,22 +182,20 @@ class Ledger:
         return session
 
     def get_run(self, run_id: str) -> RunRecord:
-        row = self._get("runs", run_id)
-        return RunRecord(**{**row, "config": _loads(row["config"]) or {}})
+        return _run_from_row(self._get("runs", run_id))
 
     def get_task(self, task_id: str) -> TaskRecord:
-        row = self._get("tasks", task_id)
-        return TaskRecord(**{**row, "detail": _loads(row["detail"]) or {}})
+        return _task_from_row(self._get("tasks", task_id))
 
     def get_session(self, session_id: str) -> SessionRecord:
         return SessionRecord(**self._get("sessions", session_id))
 
     def runs(self) -> list[RunRecord]:
-        return [self.get_run(r["id"]) for r in self.db.query("SELECT id FROM runs ORDER BY started_at, id")]
+        return [_run_from_row(r) for r in self.db.query("SELECT * FROM runs ORDER BY started_at, id")]
 
     def tasks(self, run_id: str | None = None) -> list[TaskRecord]:
         where, params = _where({"run_id": run_id})
-        return [self.get_task(r["id"]) for r in self.db.query(f"SELECT id FROM tasks {where} ORDER BY started_at, id", params)]
+        return [_task_from_row(r) for r in self.db.query(f"SELECT * FROM tasks {where} ORDER BY started_at, id", params)]
 
     def sessions(self, run_id: str | None = None) -> list[SessionRecord]:
         where, params = _where({"run_id": run_id})
@@ -329,7 +327,7 @@ class Ledger:
         columns = [d[0] for d in row.description]
         values = row.fetchone()
         if values is None:
-            raise KeyError(f"no {table[:-1].replace('_', ' ')} with id {key!r} in {self.path}")
+            raise KeyError(f"no {_row_noun(table)} with id {key!r} in {self.path}")
         return dict(zip(columns, values, strict=True))
 
     def _update(self, table: str, key: str, changes: dict[str, Any]) -> None:
@@ -337,7 +335,7 @@ class Ledger:
         with self.transaction():
             cursor = self.db.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", (*changes.values(), key))
             if cursor.rowcount != 1:
-                raise KeyError(f"no {table[:-1]} with id {key!r} in {self.path}")
+                raise KeyError(f"no {_row_noun(table)} with id {key!r} in {self.path}")
 
 
 # ---- row conversion ------------------------------------------------------------------------------
@@ -388,6 +386,14 @@ _INSERT_CALL = (
 )
 
 
+def _run_from_row(row: dict[str, Any]) -> RunRecord:
+    return RunRecord(**{**row, "config": _loads(row["config"]) or {}})
+
+
+def _task_from_row(row: dict[str, Any]) -> TaskRecord:
+    return TaskRecord(**{**row, "detail": _loads(row["detail"]) or {}})
+
+
 def _call_from_row(row: dict[str, Any]) -> CallRecord:
     data = dict(row)
     usage = Usage(**{column: data.pop(column) for column in USAGE_COLUMNS})
@@ -427,6 +433,11 @@ def _totals_from_row(row: dict[str, Any]) -> UsageTotals:
         cost_usd=float(row["cost"]) if row["priced"] else None,
         unpriced_calls=calls - int(row["priced"]),
     )
+
+
+def _row_noun(table: str) -> str:
+    """"price_snapshots" -> "price snapshot": what one row of `table` is called in messages."""
+    return table[:-1].replace("_", " ")
 
 
 def _where(filters: dict[str, str | None]) -> tuple[str, list[str]]:

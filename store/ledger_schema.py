@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from sqlite_utils import Database
 
+# The `Usage` fields stored as columns of `calls` by the first migration. Spelled out rather than read
+# from `Usage`, so that a field added to `Usage` cannot silently change what a released migration creates.
 USAGE_COLUMNS: dict[str, type] = {
     "fresh_input": int,
     "cache_write_5m": int,

@@ -108,23 +108,13 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
     output_rate = _per_mtok(entry.get("output_cost_per_token"))
     if input_rate is None or output_rate is None:
         return None
-    write = _per_mtok(entry.get("cache_creation_input_token_cost"))
-    writes_billed = provider in ("anthropic", "openai") and bool(write)
-
-    base_fields: dict[str, float | None] = {
-        "input": input_rate,
-        "output": output_rate,
-        "read": _per_mtok(entry.get("cache_read_input_token_cost")),
-    }
-    if provider == "anthropic":
-        base_fields["write_5m"] = write
-        base_fields["write_1h"] = _per_mtok(entry.get("cache_creation_input_token_cost_above_1hr"))
-    elif writes_billed:
-        base_fields["write_30m"] = write
-        base_fields["write_12h"] = _per_mtok(entry.get("cache_creation_input_token_cost_above_12hr"))
+    write_rate = _per_mtok(entry.get("cache_creation_input_token_cost"))
+    writes_billed = provider in ("anthropic", "openai") and bool(write_rate)
+    field_names = _field_names(provider, writes_billed)
+    base_fields = {field: _per_mtok(entry.get(key)) for key, field in field_names.items()}
 
     tiers = [Tier(above_prompt_tokens=0, **base_fields)]
-    for threshold, fields in sorted(_tier_fields(entry, provider, writes_billed).items()):
+    for threshold, fields in sorted(_tier_fields(entry, field_names).items()):
         tiers.append(Tier(above_prompt_tokens=threshold, **{**base_fields, **fields}))
 
     notes = []
@@ -159,37 +149,32 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
     )
 
 
-def _tier_fields(entry: Mapping[str, Any], provider: str, writes_billed: bool) -> dict[int, dict[str, float | None]]:
+def _field_names(provider: str, writes_billed: bool) -> dict[str, str]:
+    """LiteLLM rate keys -> our `Tier` fields, for one provider. Keys not listed (batch / flex /
+    priority variants) are not list prices we model."""
+    names = {"input_cost_per_token": "input", "output_cost_per_token": "output", "cache_read_input_token_cost": "read"}
+    if provider == "anthropic":
+        names["cache_creation_input_token_cost"] = "write_5m"
+        names["cache_creation_input_token_cost_above_1hr"] = "write_1h"
+    elif writes_billed:
+        names["cache_creation_input_token_cost"] = "write_30m"
+        names["cache_creation_input_token_cost_above_12hr"] = "write_12h"
+    return names
+
+
+def _tier_fields(entry: Mapping[str, Any], field_names: Mapping[str, str]) -> dict[int, dict[str, float | None]]:
     """`*_above_{N}k_tokens` keys grouped by threshold, mapped to our tier field names."""
     by_threshold: dict[int, dict[str, float | None]] = {}
     for key, value in entry.items():
         match = _TIER_KEY.match(key)
         if not match:
             continue
-        field = _tier_field_name(match.group("field"), provider, writes_billed)
+        field = field_names.get(match.group("field"))
         rate = _per_mtok(value)
         if field is None or rate is None:
             continue
         by_threshold.setdefault(int(match.group("k")) * 1000, {})[field] = rate
     return by_threshold
-
-
-def _tier_field_name(field: str, provider: str, writes_billed: bool) -> str | None:
-    if field == "input_cost_per_token":
-        return "input"
-    if field == "output_cost_per_token":
-        return "output"
-    if field == "cache_read_input_token_cost":
-        return "read"
-    if field == "cache_creation_input_token_cost":
-        if provider == "anthropic":
-            return "write_5m"
-        return "write_30m" if writes_billed else None
-    if field == "cache_creation_input_token_cost_above_1hr" and provider == "anthropic":
-        return "write_1h"
-    if field == "cache_creation_input_token_cost_above_12hr" and writes_billed and provider == "openai":
-        return "write_12h"
-    return None  # batch / flex / priority variants are not list prices we model
 
 
 def _fold_dated(models: dict[str, ModelPrice]) -> list[ModelPrice]:

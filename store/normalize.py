@@ -20,9 +20,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from hitrate.store.usage import Usage, UsageFormatError
+from hitrate.store.usage import WRITE_BUCKETS, Usage, UsageFormatError
 
 OpenAIWriteTTL = Literal["30m", "12h"]
+
+# Providers whose cache fills itself at no extra charge: no token is ever billed as a write, so every
+# write bucket is known to be 0 (not unknown).
+_FREE_WRITES: dict[str, int] = dict.fromkeys(WRITE_BUCKETS, 0)
 
 __all__ = [
     "from_anthropic",
@@ -57,18 +61,13 @@ def from_anthropic(usage: Mapping[str, Any] | Any) -> Usage:
     w5: int | None
     w1h: int | None
     if isinstance(split, Mapping) and any(split.get(k) is not None for k in _ANTHROPIC_TTL_KEYS):
-        w5 = _count(split, "ephemeral_5m_input_tokens", "Anthropic cache_creation")
-        w1h = _count(split, "ephemeral_1h_input_tokens", "Anthropic cache_creation")
-        # A split that names only one TTL: the other is whatever the total leaves over.
-        if w5 is None and created is not None and w1h is not None:
-            w5 = _non_negative(created - w1h, "cache_creation_input_tokens - ephemeral_1h_input_tokens")
-        if w1h is None and created is not None and w5 is not None:
-            w1h = _non_negative(created - w5, "cache_creation_input_tokens - ephemeral_5m_input_tokens")
-        if created is not None and w5 is not None and w1h is not None and w5 + w1h != created:
-            raise UsageFormatError(
-                f"Anthropic cache_creation split ({w5} 5m + {w1h} 1h) does not add up to "
-                f"cache_creation_input_tokens={created}"
-            )
+        where = "Anthropic cache_creation"
+        w5, w1h = _complete_pair(
+            where,
+            ("cache_creation_input_tokens", created),
+            ("5m", "ephemeral_5m_input_tokens", _count(split, "ephemeral_5m_input_tokens", where)),
+            ("1h", "ephemeral_1h_input_tokens", _count(split, "ephemeral_1h_input_tokens", where)),
+        )
     elif created is not None:
         # No TTL split (older API versions, Anthropic-compatible servers): everything written is
         # 5m, the default and, before 1h existed, the only TTL.
@@ -255,15 +254,7 @@ def _openai_write_classes(
         if written is None:
             return None, None
         return (written, 0) if write_ttl == "30m" else (0, written)
-    if w30 is None and written is not None and w12 is not None:
-        w30 = _non_negative(written - w12, f"{api} cache_write_tokens - ttl_12h_tokens")
-    if w12 is None and written is not None and w30 is not None:
-        w12 = _non_negative(written - w30, f"{api} cache_write_tokens - ttl_30m_tokens")
-    if written is not None and w30 is not None and w12 is not None and w30 + w12 != written:
-        raise UsageFormatError(
-            f"{api}: write split ({w30} 30m + {w12} 12h) does not add up to cache_write_tokens={written}"
-        )
-    return w30, w12
+    return _complete_pair(api, ("cache_write_tokens", written), ("30m", "ttl_30m_tokens", w30), ("12h", "ttl_12h_tokens", w12))
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,10 +290,7 @@ def from_deepseek(usage: Mapping[str, Any] | Any) -> Usage:
     return _build(
         "DeepSeek",
         fresh_input=miss,
-        cache_write_5m=0,
-        cache_write_30m=0,
-        cache_write_1h=0,
-        cache_write_12h=0,
+        **_FREE_WRITES,
         cache_read=hit,
         output=_count(u, "completion_tokens"),
         reasoning=_count(_sub(u, "completion_tokens_details"), "reasoning_tokens"),
@@ -339,10 +327,7 @@ def from_gemini(usage_metadata: Mapping[str, Any] | Any) -> Usage:
     return _build(
         "Gemini",
         fresh_input=None if prompt is None else prompt - cached + tool_use,
-        cache_write_5m=0,
-        cache_write_30m=0,
-        cache_write_1h=0,
-        cache_write_12h=0,
+        **_FREE_WRITES,
         cache_read=None if prompt is None else cached,
         output=candidates + thoughts,
         reasoning=thoughts,
@@ -407,10 +392,7 @@ def from_openai_compatible(
     return _build(
         "OpenAI-compatible",
         fresh_input=prompt - cached if prompt is not None and cached is not None else None,
-        cache_write_5m=0,
-        cache_write_30m=0,
-        cache_write_1h=0,
-        cache_write_12h=0,
+        **_FREE_WRITES,
         cache_read=cached,
         output=_count(u, "completion_tokens"),
         reasoning=_count(_sub(u, "completion_tokens_details"), "reasoning_tokens"),
@@ -466,6 +448,27 @@ def _non_negative(value: int, what: str) -> int:
     if value < 0:
         raise UsageFormatError(f"{what} is negative ({value})")
     return value
+
+
+def _complete_pair(
+    where: str,
+    total: tuple[str, int | None],
+    first: tuple[str, str, int | None],
+    second: tuple[str, str, int | None],
+) -> tuple[int | None, int | None]:
+    """The two TTL parts of a write total, each given as (TTL, field name, count). A payload may name
+    only one part: the other is whatever the total leaves over. Two given parts must add up to it."""
+    total_name, whole = total
+    (ttl_a, name_a, a), (ttl_b, name_b, b) = first, second
+    if whole is None:
+        return a, b
+    if a is None and b is not None:
+        a = _non_negative(whole - b, f"{where}: {total_name} - {name_b}")
+    elif b is None and a is not None:
+        b = _non_negative(whole - a, f"{where}: {total_name} - {name_a}")
+    elif a is not None and b is not None and a + b != whole:
+        raise UsageFormatError(f"{where}: split ({a} {ttl_a} + {b} {ttl_b}) does not add up to {total_name}={whole}")
+    return a, b
 
 
 def _build(api: str, **fields: int | None) -> Usage:

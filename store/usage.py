@@ -37,9 +37,10 @@ BUCKETS: tuple[str, ...] = (
     "reasoning",
 )
 
-#: The buckets that make up the prompt (everything sent to the model).
+#: The cache-write buckets, one per TTL class.
 WRITE_BUCKETS: tuple[str, ...] = ("cache_write_5m", "cache_write_30m", "cache_write_1h", "cache_write_12h")
 
+#: The buckets that make up the prompt (everything sent to the model).
 PROMPT_BUCKETS: tuple[str, ...] = ("fresh_input", *WRITE_BUCKETS, "cache_read")
 
 

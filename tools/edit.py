@@ -15,7 +15,7 @@ from pydantic import Field
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
 from hitrate.tools.diffs import unified_diff
 from hitrate.tools.files import cut_line, require_file
-from hitrate.tools.sandbox import looks_binary
+from hitrate.tools.sandbox import SNIFF_BYTES, looks_binary
 
 MAX_CANDIDATES = 3
 MIN_SIMILARITY = 0.5
@@ -160,7 +160,7 @@ class EditFileTool(Tool[EditFileArgs]):
         if args.old_string == args.new_string:
             raise ToolError("old_string and new_string are identical; there is nothing to change")
         data = target.read_bytes()
-        if looks_binary(data[:8192]):
+        if looks_binary(data[:SNIFF_BYTES]):
             raise ToolError(f"{shown} is a binary file; edit_file only changes text files")
         # surrogateescape keeps any invalid UTF-8 byte exactly as it was when the file is written back.
         text = data.decode("utf-8", errors="surrogateescape")

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
 from hitrate.tools.diffs import unified_diff
-from hitrate.tools.sandbox import Sandbox, describe_binary, looks_binary, sniff
+from hitrate.tools.sandbox import SNIFF_BYTES, Sandbox, describe_binary, looks_binary, sniff
 
 
 def require_file(sandbox: Sandbox, target: Path, shown: str) -> None:
@@ -33,6 +33,15 @@ def require_file(sandbox: Sandbox, target: Path, shown: str) -> None:
     else:
         message += f" (its folder {sandbox.display(parent)!r} does not exist either)"
     raise ToolError(message)
+
+
+def strip_eol(line: str) -> str:
+    """`line` without its line end ('\n' or '\r\n'); any other character is the file's content."""
+    if line.endswith("\n"):
+        line = line[:-1]
+    if line.endswith("\r"):
+        line = line[:-1]
+    return line
 
 
 def cut_line(text: str, max_chars: int) -> str:
@@ -96,7 +105,7 @@ class ReadFileTool(Tool[ReadFileArgs]):
                     continue
                 if cut_short:
                     continue
-                line = f"{number:>6}\t{cut_line(raw.rstrip(chr(10)).rstrip(chr(13)), limits.max_line_chars)}"
+                line = f"{number:>6}\t{cut_line(strip_eol(raw), limits.max_line_chars)}"
                 if len(out) >= limits.read_max_lines or (out and chars + len(line) + 1 > limits.output_max_chars):
                     cut_short = True
                     continue
@@ -152,7 +161,7 @@ class WriteFileTool(Tool[WriteFileArgs]):
         old_binary = False
         if existed:
             old_bytes = target.read_bytes()
-            old_binary = looks_binary(old_bytes[:8192])
+            old_binary = looks_binary(old_bytes[:SNIFF_BYTES])
             old_text = "" if old_binary else old_bytes.decode("utf-8", errors="replace")
         data = args.content.encode("utf-8")
         try:

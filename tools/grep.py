@@ -21,7 +21,7 @@ from typing import Iterator, Literal
 from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult
-from hitrate.tools.files import cut_line
+from hitrate.tools.files import cut_line, strip_eol
 from hitrate.tools.listing import PathFilter, walk_files
 from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, describe_binary, looks_binary, sniff
 
@@ -69,14 +69,6 @@ class Search:
     complete: bool  # False when HARD_MATCH_LIMIT stopped the search
 
 
-def _strip_eol(text: str) -> str:
-    if text.endswith("\n"):
-        text = text[:-1]
-    if text.endswith("\r"):
-        text = text[:-1]
-    return text
-
-
 class _Collector:
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -89,17 +81,17 @@ class _Collector:
         self.total += 1
         self.paths.add(path)
         if len(self.matches) < self.cap:
-            self.matches.append(Match(path, line, cut_line(_strip_eol(text), GREP_LINE_CHARS)))
+            self.matches.append(Match(path, line, cut_line(strip_eol(text), GREP_LINE_CHARS)))
         return self.total < HARD_MATCH_LIMIT
 
     def result(self, complete: bool) -> Search:
         return Search(self.matches, self.total, len(self.paths), complete)
 
 
-def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[tuple[Path, str]]:
-    """(file, path relative to the search root) pairs the python engine reads."""
+def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[Path]:
+    """The files the python engine reads: those ripgrep would search with the same arguments."""
     if target.is_file():
-        yield target, target.name
+        yield target
         return
     path_filter = PathFilter(args.glob) if args.glob else None
     for file in walk_files(target):
@@ -111,7 +103,7 @@ def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[tupl
                 continue
         except OSError:
             continue
-        yield file, rel
+        yield file
 
 
 def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_bytes: int) -> Search:
@@ -122,7 +114,7 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
     except re.error as exc:
         raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from exc
     collector = _Collector(cap)
-    for file, _rel in _python_files(target, args, max_bytes):
+    for file in _python_files(target, args, max_bytes):
         try:
             data = file.read_bytes()
         except OSError:
@@ -134,7 +126,7 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
             lines.pop()
         shown = sandbox.display(file)
         for number, line in enumerate(lines, start=1):
-            if regex.search(_strip_eol(line)) and not collector.add(shown, number, line):
+            if regex.search(strip_eol(line)) and not collector.add(shown, number, line):
                 return collector.result(complete=False)
     return collector.result(complete=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -10,7 +11,7 @@ from fake_llm_server import Failure, Reply
 from typer.testing import CliRunner
 
 from hitrate.harness import cli_run
-from hitrate.harness.cli import _HARNESS_COMMAND_MODULES
+from hitrate.harness.cli import _HARNESS_COMMAND_MODULES, command_help
 from hitrate.store.ledger import Ledger
 
 
@@ -25,6 +26,32 @@ def test_commands_are_registered():
     assert "hitrate.harness.cli_run" in _HARNESS_COMMAND_MODULES
     # `hitrate demo` comes from evals (the suite demo); the harness keeps its one-session demo as a library.
     assert "hitrate.harness.cli_demo" not in _HARNESS_COMMAND_MODULES
+
+
+def test_command_help_reflows_paragraphs_and_takes_the_first_as_summary():
+    doc = """Do the thing
+    in one go.
+
+        Details wrapped
+        over lines."""
+    assert command_help(doc) == {
+        "help": "Do the thing in one go.\n\nDetails wrapped over lines.",
+        "short_help": "Do the thing in one go.",
+    }
+
+
+def test_every_harness_command_has_a_one_line_summary():
+    app = typer.Typer()
+    for module in _HARNESS_COMMAND_MODULES:
+        importlib.import_module(module).register(app)
+    names = {info.name for info in app.registered_commands}
+    assert {"run", "lint", "serve", "prices", "ledger"} <= names
+    for info in app.registered_commands:
+        assert info.short_help and "\n" not in info.short_help, info.name
+        # A line break only between paragraphs: the terminal, not the docstring, wraps the text.
+        assert info.help and all(p and "\n" not in p for p in info.help.split("\n\n")), info.name
+    result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"})
+    assert "Streams the model's text and tool activity, then a summary: tokens read from cache, written, fresh" in result.output
 
 
 def test_run_json_emits_one_event_per_line_and_records_calls(app, fake_server, workspace, tmp_path):

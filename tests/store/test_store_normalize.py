@@ -241,6 +241,17 @@ def test_openai_responses_split_that_disagrees_is_rejected() -> None:
         from_openai_responses(payload, writes_billed=True)
 
 
+def test_openai_responses_split_naming_one_ttl_leaves_the_rest_to_the_other() -> None:
+    def payload(written: int) -> dict:
+        details = {"cached_tokens": 10, "cache_write_tokens": written, "cache_write_tokens_details": {"ttl_12h_tokens": 20}}
+        return {"input_tokens": 100, "output_tokens": 1, "input_tokens_details": details}
+
+    usage = from_openai_responses(payload(50), writes_billed=True)
+    assert (usage.cache_write_30m, usage.cache_write_12h, usage.fresh_input) == (30, 20, 40)
+    with pytest.raises(UsageFormatError, match="is negative"):
+        from_openai_responses(payload(15), writes_billed=True)
+
+
 def test_openai_responses_up_to_55() -> None:
     usage = from_openai_responses(
         {"input_tokens": 2006, "input_tokens_details": {"cached_tokens": 1920}, "output_tokens": 300, "output_tokens_details": {"reasoning_tokens": 120}},
