@@ -56,6 +56,13 @@ def normalize_tag(tag: object) -> str | None:
     return str(tag).strip().lower().replace("_", "-")
 
 
+def _short_model(model: str | None) -> str | None:
+    """`local/<absolute path>` labels run as wide as the path; the folder name identifies the model."""
+    if model and model.startswith("local/") and "/" in model[len("local/"):].strip("/"):
+        return "local/" + model.rstrip("/").rsplit("/", 1)[-1]
+    return model
+
+
 class ConfigKey(BaseModel):
     """What a block's tasks have in common."""
 
@@ -67,7 +74,7 @@ class ConfigKey(BaseModel):
 
     @property
     def label(self) -> str:
-        return " · ".join(part or "?" for part in (self.model, self.layout, self.cache_mode))
+        return " · ".join(part or "?" for part in (_short_model(self.model), self.layout, self.cache_mode))
 
     def sort_key(self) -> tuple:
         return (
