@@ -17,9 +17,7 @@ from hitrate.store.litellm_import import LiteLLMFormatError, load_litellm_file
 from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
 
 _GROUPS = ("session", "run", "task", "model", "backend")
-_PRICE_COLUMNS = (
-    "model", "input", "output", "write 5m", "write 30m", "write 1h", "write 12h", "read", "tiers / notes", "min cache", "as of", "source",
-)
+_PRICE_COLUMNS = ("model", "input", "output", "w 5m", "w 30m", "w 1h", "w 12h", "read", "min cache", "as of", "note")
 
 
 def register(app: typer.Typer) -> None:
@@ -46,13 +44,18 @@ def prices_command(
     if as_json:
         typer.echo(json.dumps([m.model_dump(mode="json") for m in wanted], indent=1))
         return
+    # Tier notes and source URLs are long: they go under the table as numbered notes, so the
+    # price columns stay readable in an 80-column terminal.
     out = Table(title=f"prices (USD / 1M tokens) - snapshot {table.id}, as of {table.as_of.isoformat()}")
     for column in _PRICE_COLUMNS:
-        justify = "left" if column in ("model", "tiers / notes", "as of", "source") else "right"
-        out.add_column(column, justify=justify, overflow="fold")
+        out.add_column(column, justify="left" if column in ("model", "as of") else "right",
+                       no_wrap=column in ("model", "as of"))
+    notes: list[str] = []
     for entry in wanted:
         schedule = entry.current
         base = schedule.tiers[0]
+        tiers = _tier_notes(entry, schedule)
+        notes.append(f"[{len(notes) + 1}] {entry.model}: " + (f"{tiers}; " if tiers != "-" else "") + f"source {schedule.source}")
         out.add_row(
             entry.model + ("" if schedule.confirmed else " (unconfirmed)"),
             _money(base.input),
@@ -62,12 +65,14 @@ def prices_command(
             _money(base.write_1h),
             _money(base.write_12h),
             _money(base.read),
-            _tier_notes(entry, schedule),
             "-" if entry.min_cacheable_tokens is None else str(entry.min_cacheable_tokens),
             schedule.as_of.isoformat(),
-            schedule.source,
+            str(len(notes)),
         )
-    Console().print(out)
+    console = Console()
+    console.print(out)
+    for note in notes:
+        console.print(note, highlight=False, soft_wrap=False)
 
 
 def ledger_command(

@@ -42,8 +42,11 @@ def test_prices_table_shows_rates_tiers_date_and_source(app: typer.Typer) -> Non
     row = next(line for line in result.output.splitlines() if "claude-haiku-5-5" in line)
     cells = [c.strip() for c in row.strip("│ ").split("│")]
     assert cells[:8] == ["claude-haiku-5-5", "0.1", "0.5", "0.125", "-", "0.2", "-", "0.01"]
-    assert ">100K: in 0.5 out 2.5 w5m 0.625 w1h 1 read 0.05" in cells[8]
-    assert cells[9:] == ["512", "2026-10-24", "https://github.com/kurofune/claudit/releases/tag/v1.9.2"]
+    assert cells[8:] == ["512", "2026-10-24", "1"]
+    # Tier notes and the source sit under the table, numbered as in the row's note column.
+    note = next(line for line in result.output.splitlines() if line.startswith("[1] claude-haiku-5-5:"))
+    assert ">100K: in 0.5 out 2.5 w5m 0.625 w1h 1 read 0.05" in note
+    assert note.endswith("source https://github.com/kurofune/claudit/releases/tag/v1.9.2")
     assert "claude-opus-5" not in result.output
 
 
