@@ -7,7 +7,7 @@ harness's local backend only depend on these types.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Protocol
+from typing import Iterator, Literal, Protocol, Union
 
 
 class EngineError(Exception):
@@ -30,6 +30,17 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False  # keep generating past end-of-sequence tokens (benchmarks, fixed-length runs)
+
+
+@dataclass(frozen=True)
+class PrefillStarted:
+    """First item of every stream, yielded once the prompt is matched against the prefix cache and
+    before it is prefilled: how the prompt splits into cached and computed tokens is known from here
+    on (it equals the final result's split), so a server can report usage up front (Anthropic's
+    `message_start`) without waiting for the first token."""
+
+    prompt_tokens: int
+    cached_tokens: int  # prompt tokens that will be served from the prefix cache
 
 
 @dataclass
@@ -57,8 +68,12 @@ class GenerationRequest:
     prompt_ids: list[int]
     params: SamplingParams = field(default_factory=SamplingParams)
     salt: str = ""  # tenant; enters the root of the prefix cache, never shared across salts
-    pin_tokens: int = 0  # protect the first N prompt tokens from eviction ...
-    pin_ttl_s: float = 0.0  # ... for this many seconds (Anthropic cache_control marks)
+    # (prefix length in tokens, seconds): protect each prefix of the prompt from eviction for its own
+    # time to live, e.g. one pin per Anthropic cache_control mark (a 1h head, a 5m moving tail).
+    pins: tuple[tuple[int, float], ...] = ()
+
+
+StreamItem = Union[PrefillStarted, GenerationChunk, GenerationResult]
 
 
 class Engine(Protocol):
@@ -71,8 +86,10 @@ class Engine(Protocol):
 
     def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
-    def stream(self, request: GenerationRequest) -> Iterator[GenerationChunk | GenerationResult]:
-        """Yields chunks as tokens are produced, then the final GenerationResult last."""
+    def stream(self, request: GenerationRequest) -> Iterator[StreamItem]:
+        """Yields one `PrefillStarted` first (once the cache is matched, before prefill), then chunks
+        as tokens are produced, then the final `GenerationResult` last. A request refused on its
+        inputs raises before `PrefillStarted`."""
         ...
 
     def metrics(self) -> dict[str, float]:

@@ -19,6 +19,12 @@ Why it is fast in pure Python:
 - LRU eviction pops a heap of (last access, node) entries that is validated lazily: touching a
   node only bumps its stamp, and stale entries are re-pushed when popped.
 
+Pins: `finish(..., pins=[(n, ttl_s), ...])` protects each prefix tokens[:n] from eviction until its
+own expiry (a 1h pin on a static head outlives a 5m pin on the moving tail). A pin locks the node
+that ends its prefix; every node keeps a count of the pins at or below it, so pages shared by
+nested pins count once against the cap on how much of the pool pins may hold. Expiry is read from
+an injectable `clock` (monotonic seconds).
+
 Host tier: when `host_pages > 0`, an evicted device leaf is copied to host pages (through the
 `on_offload` hook) and stays matchable; `begin` copies it back (`on_reload`) instead of letting the
 runner recompute it. Host leaves are themselves evicted LRU when the host tier is full.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import heapq
 import time
 from array import array
+from typing import Callable, Iterable
 
 from hitrate.engine.radix_host import HostTierMixin
 from hitrate.engine.radix_nodes import (
@@ -57,6 +64,7 @@ class RadixCache(HostTierMixin):
         on_offload: PageHook | None = None,
         on_reload: PageHook | None = None,
         max_pinned_fraction: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if num_pages < 1 or page_size < 1 or host_pages < 0:
             raise ValueError("num_pages and page_size must be >= 1 and host_pages >= 0")
@@ -75,8 +83,9 @@ class RadixCache(HostTierMixin):
         self._host_heap: list = []  # same, for host-tier eviction
         self._tick = 0
         self._uid = 0
-        self._pins: dict[Node, float] = {}  # node -> monotonic expiry
-        self._pinned_pages = 0
+        self.clock = clock
+        self._pins: dict[Node, float] = {}  # node ending a pinned prefix -> expiry on `clock`
+        self._pinned_pages = 0  # distinct device pages on pinned paths
         self._max_pinned_fraction = max_pinned_fraction
         self._max_pinned_pages = int(num_pages * max_pinned_fraction)
         self.stats = RadixStats()
@@ -94,6 +103,15 @@ class RadixCache(HostTierMixin):
     @property
     def host_used_pages(self) -> int:
         return self.host_pages - len(self._host_free)
+
+    @property
+    def pinned_pages(self) -> int:
+        """Device pages protected by live pins (each page once, however many pins cover it)."""
+        return self._pinned_pages
+
+    @property
+    def active_pins(self) -> int:
+        return len(self._pins)
 
     def begin(
         self, tokens: list, salt: str = "", *, max_match: int | None = None, reserve: int | None = None
@@ -131,12 +149,13 @@ class RadixCache(HostTierMixin):
         tokens: list,
         write: WriteHook | None = None,
         *,
-        pin_tokens: int = 0,
-        pin_ttl_s: float = 0.0,
+        pins: Iterable[tuple[int, float]] = (),
     ) -> int:
         """Insert `tokens` (which must extend the leased prefix), unlock, and return how many new
         tokens were stored. `write(start, end, pages)` must fill `pages` with the KV of tokens
-        [start, end); it is called once, before the new node becomes visible."""
+        [start, end); it is called once, before the new node becomes visible. Each `(n, ttl_s)` in
+        `pins` then pins tokens[:n] for ttl_s seconds (shortest prefix first, so that when the cap
+        refuses a pin it is a longer one and the shared head stays protected)."""
         if lease.done:
             raise ValueError("lease already finished")
         lease.done = True
@@ -148,8 +167,9 @@ class RadixCache(HostTierMixin):
             inserted = self._insert_below(node, lease.matched, tokens, write)
         finally:
             node.lock -= 1
-        if pin_tokens > 0 and pin_ttl_s > 0:
-            self.pin(tokens, lease.salt, pin_tokens, pin_ttl_s)
+        for length, ttl_s in sorted(pins):
+            if length > 0 and ttl_s > 0:
+                self.pin(tokens, lease.salt, length, ttl_s)
         return inserted
 
     def abort(self, lease: Lease) -> None:
@@ -177,24 +197,26 @@ class RadixCache(HostTierMixin):
         return pos
 
     def pin(self, tokens: list, salt: str, pin_tokens: int, ttl_s: float) -> bool:
-        """Protect the cached prefix tokens[:pin_tokens] from eviction for `ttl_s` seconds."""
+        """Protect the cached prefix tokens[:pin_tokens] (rounded down to whole pages, and only as
+        far as it is cached on device) from eviction for `ttl_s` seconds. Re-pinning a prefix keeps
+        the later expiry. False when nothing is cached or the pin cap refuses it."""
         root = self._roots.get(salt)
         if root is None:
             return False
-        node, matched, path = self._match(root, tokens, min(pin_tokens, len(tokens)))
+        node, _matched, _path = self._match(root, tokens, min(pin_tokens, len(tokens)))
         if node is root or node.value is None:
             return False
-        expiry = time.monotonic() + ttl_s
+        self._expire_pins()  # free the cap of pins that ran out before checking it
+        expiry = self.clock() + ttl_s
         if node in self._pins:
             self._pins[node] = max(self._pins[node], expiry)
             return True
-        pages = matched // self.page_size
-        if self._pinned_pages + pages > self._max_pinned_pages:
+        if self._pinned_pages + self._unpinned_pages_above(node) > self._max_pinned_pages:
             self.stats.pinned_skipped += 1
             return False
         self._pins[node] = expiry
-        self._pinned_pages += pages
         node.lock += 1
+        self._count_pin(node, +1)
         return True
 
     def evict(self, pages: int) -> int:
@@ -210,6 +232,7 @@ class RadixCache(HostTierMixin):
             on_offload=self._on_offload,
             on_reload=self._on_reload,
             max_pinned_fraction=self._max_pinned_fraction,
+            clock=self.clock,
         )
 
     # ------------------------------------------------------------------ internals
@@ -272,6 +295,7 @@ class RadixCache(HostTierMixin):
         # upper.lock stays 0: it has `child` below it, and only leaves are ever evicted, so a lock
         # held on `child` already protects it.
         upper.atime = child.atime
+        upper.pinned_below = child.pinned_below  # the same pins end at or below both halves
         child.parent.children[child.ckey] = upper
         child.key = child.key[m:]
         child.ckey = child.key[0] if ps == 1 else tuple(child.key[:ps])
@@ -342,6 +366,7 @@ class RadixCache(HostTierMixin):
 
     def _evict(self, pages: int) -> int:
         """Evict unlocked device leaves, least recently used first, until `pages` pages are freed."""
+        self._expire_pins()  # a pin that ran out since the last request protects nothing any more
         freed = 0
         heap = self._heap
         skipped = []
@@ -382,19 +407,33 @@ class RadixCache(HostTierMixin):
     def _expire_pins(self) -> None:
         if not self._pins:
             return
-        now = time.monotonic()
+        now = self.clock()
         for node, expiry in list(self._pins.items()):
             if expiry <= now:
                 del self._pins[node]
                 node.lock -= 1
-                self._pinned_pages -= self._depth_pages(node)
+                self._count_pin(node, -1)
                 if node.parent is not None and node.value is not None and self._is_device_leaf(node):
                     heapq.heappush(self._heap, (node.atime, node.uid, node))
 
-    def _depth_pages(self, node: Node) -> int:
-        total = 0
+    def _count_pin(self, node: Node, delta: int) -> None:
+        """Add (+1) or remove (-1) one pin ending at `node` in the counts along its path; a node's
+        pages count as pinned while any pin ends at or below it."""
+        ps = self.page_size
         while node.parent is not None:
-            total += len(node.key)
+            node.pinned_below += delta
+            if delta > 0 and node.pinned_below == 1:
+                self._pinned_pages += len(node.key) // ps
+            elif delta < 0 and node.pinned_below == 0:
+                self._pinned_pages -= len(node.key) // ps
             node = node.parent
-        return total // self.page_size
+
+    def _unpinned_pages_above(self, node: Node) -> int:
+        """Pages a new pin ending at `node` would add: pinned nodes form a prefix-closed set, so the
+        walk up stops at the first node already covered."""
+        pages = 0
+        while node.parent is not None and node.pinned_below == 0:
+            pages += len(node.key) // self.page_size
+            node = node.parent
+        return pages
 

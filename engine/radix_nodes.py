@@ -14,7 +14,7 @@ WriteHook = Callable[[int, int, array], None]  # (start token, end token, page i
 class Node:
     """One edge of the tree (the token run from its parent) and the pages that hold its K/V."""
 
-    __slots__ = ("key", "value", "host", "children", "parent", "ckey", "lock", "atime", "uid")
+    __slots__ = ("key", "value", "host", "children", "parent", "ckey", "lock", "atime", "uid", "pinned_below")
 
     def __init__(self, key: list, value: array | None, parent: "Node | None", ckey, uid: int) -> None:
         self.key = key  # token ids of the edge from parent to this node
@@ -26,6 +26,7 @@ class Node:
         self.lock = 0
         self.atime = 0
         self.uid = uid
+        self.pinned_below = 0  # live pins ending at this node or below it (its pages are pinned if > 0)
 
 
 class Lease:

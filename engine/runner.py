@@ -3,14 +3,15 @@ cross-request prefix cache.
 
 Per request (requests are serialised by one lock):
 1. `radix.begin` matches the prompt's longest cached prefix (at most len - 1 tokens: the last
-   prompt token is always recomputed, it produces the first logits) and locks it.
+   prompt token is always recomputed, it produces the first logits) and locks it. The stream
+   yields `PrefillStarted` with that split right away, before any compute.
 2. The sequence cache is filled for positions [0, matched): kept from the previous request's
    buffer where the tokens agree (no copy), the rest gathered from the KV pool in one op.
 3. Only prompt[matched:] goes through the model, in chunks; then decoding writes each new token's
    K/V in place.
 4. `radix.finish` stores the K/V of every token the model consumed (prompt + generated, minus the
    last sampled token, which was never fed) into pool pages, so the next turn of a conversation
-   hits the reply too, and unlocks.
+   hits the reply too, unlocks, and pins each of the request's `pins` for its own TTL.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+import math
 from typing import Iterator
 
 import torch
@@ -30,7 +32,9 @@ from hitrate.engine.api import (
     GenerationChunk,
     GenerationRequest,
     GenerationResult,
+    PrefillStarted,
     SamplingParams,
+    StreamItem,
 )
 from hitrate.engine.kv_pool import KVPool
 from hitrate.engine.radix import Lease, RadixCache, common_prefix_length
@@ -166,9 +170,10 @@ class TransformersEngine:
         assert result is not None
         return result
 
-    def stream(self, request: GenerationRequest) -> Iterator[GenerationChunk | GenerationResult]:
-        """Chunks as tokens are produced, then the `GenerationResult`. The engine lock is held from
-        the first `next()` until the generator finishes or is closed: exhaust or close it."""
+    def stream(self, request: GenerationRequest) -> Iterator[StreamItem]:
+        """`PrefillStarted` (cache matched, nothing computed yet), chunks as tokens are produced, then
+        the `GenerationResult`. The match is made under the engine lock, which is held from the first
+        `next()` until the generator finishes or is closed: exhaust or close it."""
         prompt = self._validate(request)
         started = time.perf_counter()
         with self._lock:
@@ -197,6 +202,8 @@ class TransformersEngine:
             "host_tier_offloaded_pages": float(stats.offloaded_pages),
             "host_tier_hit_tokens": float(stats.host_hit_tokens),
             "pins_refused": float(stats.pinned_skipped),
+            "pins_active": float(self.radix.active_pins),
+            "pinned_pages": float(self.radix.pinned_pages),
         }
 
     # ------------------------------------------------------------------ extra public API
@@ -216,7 +223,7 @@ class TransformersEngine:
             except BaseException:
                 self._fail(lease)
                 raise
-            self._commit(lease, prompt, cache, salt, pin_tokens=0, pin_ttl_s=0.0)
+            self._commit(lease, prompt, cache, salt, pins=())
             self._count_prompt(len(prompt), lease.matched)
             return logits.float(), lease.matched
 
@@ -242,14 +249,20 @@ class TransformersEngine:
                 f"this model's context window is {self.max_context} tokens, but the request needs {total} "
                 f"({len(prompt)} in the prompt + {params.max_tokens} max_tokens); shorten the prompt or lower max_tokens"
             )
-        if request.pin_tokens < 0 or request.pin_ttl_s < 0:
-            raise EngineError("pin_tokens and pin_ttl_s must be >= 0")
+        for pin in request.pins:
+            if not _valid_pin(pin):
+                raise EngineError(f"each pin must be (prefix length in tokens >= 0, finite TTL in seconds >= 0); got {pin!r}")
         return prompt
 
     def _serve(self, prompt: list[int], request: GenerationRequest, started: float):
         params = request.params
         salt = request.salt
         lease = self.radix.begin(prompt, salt, max_match=len(prompt) - 1)
+        try:
+            yield PrefillStarted(prompt_tokens=len(prompt), cached_tokens=lease.matched)
+        except BaseException:  # closed before prefill: nothing was computed, nothing to keep
+            self.radix.abort(lease)
+            raise
         seq = list(prompt)  # tokens whose K/V is in `cache`
         generated: list[int] = []
         try:
@@ -284,12 +297,12 @@ class TransformersEngine:
                 token = sample(logits, params, rng)
         except GeneratorExit:
             # The consumer stopped reading (client went away): keep what was computed.
-            self._commit(lease, seq, cache, salt, request.pin_tokens, request.pin_ttl_s)
+            self._commit(lease, seq, cache, salt, request.pins)
             raise
         except BaseException:
             self._fail(lease)
             raise
-        self._commit(lease, seq, cache, salt, request.pin_tokens, request.pin_ttl_s)
+        self._commit(lease, seq, cache, salt, request.pins)
         yield GenerationResult(
             token_ids=generated,
             text=text.text,
@@ -348,13 +361,15 @@ class TransformersEngine:
         with torch.inference_mode():
             return self.model(input_ids=input_ids, cache=cache, use_cache=True, **kwargs).logits
 
-    def _commit(self, lease: Lease, seq: list[int], cache: SequenceCache, salt: str, pin_tokens: int, pin_ttl_s: float) -> None:
+    def _commit(
+        self, lease: Lease, seq: list[int], cache: SequenceCache, salt: str, pins: tuple[tuple[int, float], ...]
+    ) -> None:
         seq = seq[: cache.length]
 
         def write(start: int, end: int, pages) -> None:
             self.pool.write(pages, cache.kv_slice(start, end))
 
-        self.radix.finish(lease, seq, write, pin_tokens=min(pin_tokens, len(seq)), pin_ttl_s=pin_ttl_s)
+        self.radix.finish(lease, seq, write, pins=[(min(n, len(seq)), ttl) for n, ttl in pins])
         self._hot = _Hot(cache, seq, salt)
 
     def _fail(self, lease: Lease) -> None:
@@ -366,6 +381,15 @@ class TransformersEngine:
         c["requests"] += 1
         c["prompt_tokens"] += prompt_tokens
         c["cached_tokens"] += cached
+
+
+def _valid_pin(pin) -> bool:
+    try:
+        length, ttl = pin
+    except (TypeError, ValueError):
+        return False
+    return (isinstance(length, int) and length >= 0 and isinstance(ttl, (int, float))
+            and math.isfinite(ttl) and ttl >= 0)
 
 
 def _eos_ids(model, tokenizer) -> frozenset[int]:

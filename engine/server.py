@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hitrate.engine import server_streams, wire_anthropic, wire_openai
-from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult
+from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult, PrefillStarted
 from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def create_app(
                 include_usage = bool(body.stream_options and body.stream_options.include_usage)
                 return await _stream_response(
                     service, prepared,
-                    lambda items, _cached: server_streams.openai_events(
+                    lambda items, _started: server_streams.openai_events(
                         ids, items, include_usage, on_reply=stats.record, on_error=_count_error(stats, "openai")),
                 )
             reply = await service.complete_async(prepared)
@@ -186,8 +186,8 @@ def create_app(
             if body.stream:
                 return await _stream_response(
                     service, prepared,
-                    lambda items, cached: server_streams.anthropic_events(
-                        prepared, message_id, body.model, items, cached,
+                    lambda items, started: server_streams.anthropic_events(
+                        prepared, message_id, body.model, items, started,
                         on_reply=stats.record, on_error=_count_error(stats, "anthropic")),
                 )
             if body.max_tokens == 0:
@@ -242,14 +242,15 @@ def _prewarm(service: ChatService, prepared: PreparedCall) -> Reply:
 
 
 async def _stream_response(service: ChatService, prepared: PreparedCall,
-                           events: Callable[[AsyncIterator, int | None], AsyncIterator[str]]) -> Response:
+                           events: Callable[[AsyncIterator, PrefillStarted | None], AsyncIterator[str]]) -> Response:
     """Starts the engine stream and waits for its first item, so that a request the engine refuses
     (e.g. too long) still gets a plain 4xx JSON error instead of a broken event stream.
 
-    `events` also gets the number of cached prompt tokens when it is known before the reply is
-    complete (`None` otherwise), for formats that report usage up front (Anthropic message_start).
+    That first item is the engine's `PrefillStarted`: the prompt's exact cached / computed split,
+    matched under the engine lock for this very request (so concurrent requests cannot blur it),
+    and `events` gets it for formats that report usage up front (Anthropic `message_start`). An
+    engine that does not announce it gets `None` there, and the split arrives with the `Reply`.
     """
-    before = _cache_counters(service.engine)
     stream = service.stream_async(prepared)
     stream.start()
     iterator = stream.__aiter__()
@@ -257,51 +258,27 @@ async def _stream_response(service: ChatService, prepared: PreparedCall,
         first = await iterator.__anext__()
     except StopAsyncIteration:
         raise EngineError("the engine produced nothing for this request") from None
-    if isinstance(first, Reply):
-        early_cached: int | None = first.cached_tokens
-    else:
-        early_cached = _cached_since(before, _cache_counters(service.engine), prepared.prompt_tokens)
+    started: PrefillStarted | None = None
+    if isinstance(first, PrefillStarted):
+        started = first
+    elif isinstance(first, Reply):
+        started = PrefillStarted(prompt_tokens=first.prompt_tokens, cached_tokens=first.cached_tokens)
 
     async def items() -> AsyncIterator:
-        yield first
+        if not isinstance(first, PrefillStarted):
+            yield first
         async for item in iterator:
             yield item
 
     async def body() -> AsyncIterator[str]:
         try:
-            async for event in events(items(), early_cached):
+            async for event in events(items(), started):
                 yield event
         finally:
             stream.cancel()  # the client went away or the stream ended: let the engine stop
 
     return StreamingResponse(body(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-
-def _cache_counters(engine: Engine) -> tuple[float, float, float] | None:
-    """(requests, prompt tokens, cached tokens) from the engine's metrics, read twice so that a
-    read torn by another request's update in between is discarded."""
-    try:
-        reads = []
-        for _ in range(2):
-            m = engine.metrics()
-            reads.append((float(m["requests"]), float(m["prompt_tokens"]), float(m["cached_tokens"])))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return reads[0] if reads[0] == reads[1] else None
-
-
-def _cached_since(before, after, prompt_tokens: int) -> int | None:
-    """This request's cached tokens, from the engine's counters before it started and after its
-    prefill: exact when exactly this one request was counted in between, else unknown (None).
-    The engine counts a request's prompt before yielding its first token and serialises requests,
-    so nothing else can be counted while this stream holds it."""
-    if before is None or after is None:
-        return None
-    requests, prompt, cached = (a - b for a, b in zip(after, before))
-    if requests != 1 or prompt != prompt_tokens or not 0 <= cached < max(prompt_tokens, 1):
-        return None
-    return int(cached)
 
 
 def _prometheus(payload: dict[str, Any]) -> str:

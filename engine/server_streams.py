@@ -1,11 +1,13 @@
 """Server-sent event streams in each API's own shape, from `ChatService.stream` items
-(text deltas, then the `Reply`).
+(text deltas, then the `Reply`; the server takes the leading `PrefillStarted` out and passes it
+on separately).
 
 OpenAI: `data: {chat.completion.chunk}` lines - a role chunk, content deltas, tool calls (each
 whole, in one delta), a chunk with `finish_reason`, then (with `stream_options.include_usage`) a
 chunk with empty `choices` and the usage, then `data: [DONE]`.
 
-Anthropic: `message_start`, `content_block_start` / `content_block_delta` / `content_block_stop`
+Anthropic: `message_start` (with the usage split already exact, as Anthropic sends it),
+`content_block_start` / `content_block_delta` / `content_block_stop`
 per block (text first, then one `tool_use` block per call with its input as one
 `input_json_delta`), `message_delta` (stop reason and usage), `message_stop`.
 
@@ -19,7 +21,7 @@ import logging
 from typing import Any, AsyncIterator, Callable
 
 from hitrate.engine import wire_anthropic, wire_openai
-from hitrate.engine.api import EngineError
+from hitrate.engine.api import EngineError, PrefillStarted
 from hitrate.engine.serving import PreparedCall, Reply
 
 log = logging.getLogger(__name__)
@@ -79,17 +81,19 @@ async def anthropic_events(
     message_id: str,
     model: str,
     items: AsyncIterator[str | Reply],
-    early_cached: int | None,
+    started: PrefillStarted | None,
     *,
     on_reply: Callable[[Reply], None],
     on_error: Callable[[], None],
 ) -> AsyncIterator[str]:
-    if early_cached is not None:
-        start_usage = wire_anthropic.usage(prepared, prepared.prompt_tokens, early_cached, 0)
+    if started is not None:
+        # Anthropic reports the read / written / uncached split in message_start already, and
+        # clients may take it from there; the engine's match for this request makes it exact.
+        start_usage = wire_anthropic.usage(prepared, started.prompt_tokens, started.cached_tokens, 0)
     else:
-        # How much of the prompt was cached is not known yet: the prompt counts as input for now and
-        # the cache fields stay unset; message_delta then carries the final split, which clients
-        # (the SDK's stream accumulator included) apply over message_start's values.
+        # An engine that does not announce its prefill: the prompt counts as input for now and the
+        # cache fields stay unset; message_delta then carries the final split, which clients (the
+        # SDK's stream accumulator included) apply over message_start's values.
         start_usage = {"input_tokens": prepared.prompt_tokens, "output_tokens": 0}
     yield _event("message_start", {
         "type": "message_start",

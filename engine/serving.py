@@ -2,8 +2,9 @@
 
 Both HTTP front ends (OpenAI and Anthropic wire formats) and in-process callers go through
 `ChatService`: it encodes the conversation with `ChatFormat` (so each turn extends the previous
-one's tokens), turns cache-control marks into an eviction pin, calls the engine, parses tool calls
-out of the generated text and remembers the reply's exact token ids for the next turn.
+one's tokens), turns every cache-control mark into an eviction pin with the mark's own TTL, calls
+the engine, parses tool calls out of the generated text and remembers the reply's exact token ids
+for the next turn.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from hitrate.engine.api import (
     EngineError,
     GenerationRequest,
     GenerationResult,
+    PrefillStarted,
     SamplingParams,
 )
 from hitrate.engine.chat import ChatFormat, ChatMessage
@@ -86,11 +88,15 @@ class ChatRequest:
 class PreparedCall:
     request: ChatRequest
     generation: GenerationRequest
-    pin_ttl_by_tokens: dict[int, float] = field(default_factory=dict)  # every mark: prefix length -> TTL
 
     @property
     def prompt_tokens(self) -> int:
         return len(self.generation.prompt_ids)
+
+    @property
+    def pin_ttl_by_tokens(self) -> dict[int, float]:
+        """Every mark: prefix length -> TTL in seconds (what the engine pins)."""
+        return dict(self.generation.pins)
 
 
 @dataclass
@@ -132,7 +138,7 @@ class ChatService:
     # ----------------------------------------------------------------- request -> prompt
 
     def prepare(self, request: ChatRequest) -> PreparedCall:
-        """Encode the prompt, size max_tokens, compute the pin. Raises EngineError on bad input."""
+        """Encode the prompt, size max_tokens, compute the pins. Raises EngineError on bad input."""
         ids = self.chat.encode(request.messages, request.tools, salt=request.salt,
                                template_kwargs=request.template_kwargs)
         room = self.engine.max_context - len(ids)
@@ -152,7 +158,6 @@ class ChatService:
         else:
             max_tokens = request.max_tokens
         pins = self._pins(request, ids)
-        pin_tokens, pin_ttl = max(pins.items(), default=(0, 0.0))
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=request.temperature,
@@ -161,8 +166,8 @@ class ChatService:
             seed=request.seed,
         )
         generation = GenerationRequest(prompt_ids=ids, params=params, salt=request.salt,
-                                       pin_tokens=pin_tokens, pin_ttl_s=pin_ttl)
-        return PreparedCall(request=request, generation=generation, pin_ttl_by_tokens=pins)
+                                       pins=tuple(sorted(pins.items())))
+        return PreparedCall(request=request, generation=generation)
 
     def _pins(self, request: ChatRequest, ids: list[int]) -> dict[int, float]:
         """Prefix length (tokens) covered by each cache-control mark -> its TTL in seconds.
@@ -198,8 +203,9 @@ class ChatService:
         parsed = self._parse(prepared, result.text)
         return self._finish(prepared, result, parsed.content, parsed)
 
-    def stream(self, prepared: PreparedCall) -> Iterator[str | Reply]:
-        """Generate with streaming (blocking iterator): one text delta per generated token, then the
+    def stream(self, prepared: PreparedCall) -> Iterator[PrefillStarted | str | Reply]:
+        """Generate with streaming (blocking iterator): the engine's `PrefillStarted` (the prompt's
+        cached / computed split, before any compute), one text delta per generated token, then the
         `Reply`. A delta is empty while text is held back because a tool call may be starting (the
         call arrives parsed in the Reply), or while a multi-byte character is incomplete.
 
@@ -215,6 +221,9 @@ class ChatService:
             for item in engine_stream:
                 if isinstance(item, GenerationResult):
                     result = item
+                    continue
+                if isinstance(item, PrefillStarted):
+                    yield item
                     continue
                 text = splitter.feed(item.text) if parse else item.text
                 sent.append(text)

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hitrate.engine import radix as radix_module
 from hitrate.engine.radix import RadixCache
 
 
@@ -72,6 +71,35 @@ def check_accounting(cache: RadixCache) -> None:
     assert len(device) + len(cache._free) == cache.num_pages
     assert len(set(host)) == len(host) and not set(host) & set(cache._host_free)
     assert len(host) + len(cache._host_free) == cache.host_pages
+    check_pins(cache)
+
+
+def check_pins(cache: RadixCache) -> None:
+    """Every live pin ends at a device node still in the tree; each node counts the pins at or
+    below it; the pinned-page total counts each page on a pinned path once."""
+    expected: dict = {}
+    for node in cache._pins:
+        assert node.value is not None and node.lock >= 1, "a pinned prefix left the device"
+        n = node
+        while n.parent is not None:
+            expected[n] = expected.get(n, 0) + 1
+            assert n.parent.children.get(n.ckey) is n, "a pinned node was unlinked"
+            n = n.parent
+    stack = list(cache._roots.values())
+    while stack:
+        node = stack.pop()
+        if node.parent is not None:
+            assert node.pinned_below == expected.get(node, 0)
+        stack.extend(node.children.values())
+    assert cache.pinned_pages == sum(len(n.key) for n in expected) // cache.page_size
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def run_request(cache: RadixCache, kv: FakeKV, tokens: list[int], salt: str = "", **begin_kwargs):
@@ -196,20 +224,76 @@ def test_failed_write_returns_pages_and_inserts_nothing():
     assert cache._roots[""].lock == 1
 
 
-def test_pins_protect_a_prefix_until_they_expire(monkeypatch):
-    now = [1000.0]
-    monkeypatch.setattr(radix_module.time, "monotonic", lambda: now[0])
-    cache, kv = RadixCache(12), FakeKV(1)
+def test_pins_protect_a_prefix_until_they_expire():
+    clock = FakeClock()
+    cache, kv = RadixCache(12, clock=clock), FakeKV(1)
     pinned = [1, 2, 3, 4]
     lease = cache.begin(pinned + [5, 6])
-    cache.finish(lease, pinned + [5, 6], kv.writer("", pinned + [5, 6]), pin_tokens=4, pin_ttl_s=300)
+    cache.finish(lease, pinned + [5, 6], kv.writer("", pinned + [5, 6]), pins=[(4, 300)])
     for t in range(10, 16):
         run_request(cache, kv, [t] * 4)
     assert cache.match_length(pinned) == 4  # the unpinned tail [5, 6] may go, the pin stays
-    now[0] += 301
+    check_accounting(cache)
+    clock.now += 301
     for t in range(20, 26):
         run_request(cache, kv, [t] * 4)
     assert cache.match_length(pinned) == 0
+    assert cache.active_pins == 0 and cache.pinned_pages == 0
+    check_accounting(cache)
+
+
+def test_each_pin_keeps_its_own_ttl_a_1h_head_outlives_a_5m_tail():
+    clock = FakeClock()
+    cache, kv = RadixCache(24, clock=clock), FakeKV(1)
+    head, tail = [1, 2, 3, 4], [5, 6, 7, 8]
+    prompt = head + tail + [9, 9]
+    lease = cache.begin(prompt)
+    cache.finish(lease, prompt, kv.writer("", prompt), pins=[(8, 300.0), (4, 3600.0)])
+    assert cache.active_pins == 2 and cache.pinned_pages == 8  # nested pins: shared head pages once
+
+    def pressure(first_token: int) -> None:  # fill the pool with other prefixes, LRU evicts the rest
+        for t in range(first_token, first_token + 8):
+            run_request(cache, kv, [t] * 6)
+
+    pressure(100)
+    assert cache.match_length(prompt) == 8, "both pins hold under pressure while they are live"
+    clock.now += 301  # the 5m pin has run out, the 1h pin has not
+    pressure(200)
+    assert cache.match_length(prompt) == 4, "the tail went, the 1h head stayed"
+    assert cache.active_pins == 1 and cache.pinned_pages == 4
+    check_accounting(cache)
+    clock.now += 3600
+    pressure(300)
+    assert cache.match_length(prompt) == 0 and cache.pinned_pages == 0
+    check_accounting(cache)
+
+
+def test_nested_pins_count_shared_pages_once_against_the_cap():
+    cache, kv = RadixCache(16, clock=FakeClock(), max_pinned_fraction=0.5), FakeKV(1)
+    prompt = list(range(1, 9))
+    lease = cache.begin(prompt)
+    # 2 + 4 + 6 + 8 pages if each pin counted its whole prefix; 8 distinct pages fit the cap of 8.
+    cache.finish(lease, prompt, kv.writer("", prompt), pins=[(8, 60.0), (2, 60.0), (6, 60.0), (4, 60.0)])
+    assert cache.active_pins == 4 and cache.pinned_pages == 8 and cache.stats.pinned_skipped == 0
+    other = [50] * 8
+    lease = cache.begin(other)
+    cache.finish(lease, other, kv.writer("", other), pins=[(1, 60.0)])
+    assert cache.stats.pinned_skipped == 1 and cache.match_length(prompt) == 8
+    check_accounting(cache)
+
+
+def test_re_pinning_keeps_the_later_expiry():
+    clock = FakeClock()
+    cache, kv = RadixCache(8, clock=clock), FakeKV(1)
+    prompt = [1, 2, 3, 4]
+    for ttl in (3600.0, 300.0):  # a later 5m mark on the same prefix does not shorten the 1h pin
+        lease = cache.begin(prompt)
+        cache.finish(lease, prompt, kv.writer("", prompt), pins=[(4, ttl)])
+    assert cache.active_pins == 1
+    clock.now += 301
+    for t in range(10, 14):
+        run_request(cache, kv, [t] * 4)
+    assert cache.match_length(prompt) == 4
     check_accounting(cache)
 
 
@@ -254,6 +338,8 @@ token_runs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
             st.lists(st.integers(0, 3), max_size=5),  # reply appended at finish
             st.booleans(),  # keep the lease open across the next request
             st.booleans(),  # cap the match at len - 1
+            st.lists(st.tuples(st.integers(0, 14), st.sampled_from([5.0, 50.0])), max_size=2),  # pins
+            st.sampled_from([0.0, 0.0, 10.0, 60.0]),  # clock advance before the request
         ),
         min_size=1,
         max_size=25,
@@ -261,11 +347,14 @@ token_runs = st.lists(st.integers(0, 3), min_size=1, max_size=12)
 )
 def test_random_lifecycles_serve_only_correct_pages(page_size, num_pages, host_pages, ops):
     kv = FakeKV(page_size)
-    cache = RadixCache(num_pages, page_size, host_pages=host_pages, on_offload=kv.offload, on_reload=kv.reload)
+    clock = FakeClock()
+    cache = RadixCache(num_pages, page_size, host_pages=host_pages, on_offload=kv.offload, on_reload=kv.reload,
+                       clock=clock)
     inserted: dict[str, list[list[int]]] = {}
     held: list[tuple] = []
     evicting = False
-    for salt, tokens, reply, keep_open, cap in ops:
+    for salt, tokens, reply, keep_open, cap, pins, advance in ops:
+        clock.now += advance
         lease = cache.begin(tokens, salt, max_match=len(tokens) - 1 if cap else None)
         kv.assert_serves(lease, salt, tokens)  # every served page holds exactly this salt's prefix
         assert lease.matched % page_size == 0 and lease.matched <= len(tokens)
@@ -280,12 +369,15 @@ def test_random_lifecycles_serve_only_correct_pages(page_size, num_pages, host_p
         if keep_open and len(held) < 2:
             held.append((lease, salt, full))
             continue
-        cache.finish(lease, full, kv.writer(salt, full))
+        cache.finish(lease, full, kv.writer(salt, full), pins=pins)
         inserted.setdefault(salt, []).append(full)
         evicting = evicting or cache.stats.evicted_pages > 0 or cache.free_pages == 0
         check_accounting(cache)
     for lease, salt, full in held:
         cache.finish(lease, full, kv.writer(salt, full))
+    check_accounting(cache)
+    clock.now += 1000  # every pin runs out and releases its lock at the next eviction
+    cache.evict(0)
     check_accounting(cache)
     locks = []
     stack = [n for root in cache._roots.values() for n in root.children.values()]

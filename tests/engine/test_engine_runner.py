@@ -16,6 +16,7 @@ from hitrate.engine.api import (
     GenerationChunk,
     GenerationRequest,
     GenerationResult,
+    PrefillStarted,
     SamplingParams,
     UnsupportedArchitectureError,
 )
@@ -37,10 +38,11 @@ def engine(tiny_llama_path) -> TransformersEngine:
     return TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
 
 
-def test_stream_yields_chunks_then_the_result(engine):
+def test_stream_yields_prefill_started_then_chunks_then_the_result(engine):
     items = list(engine.stream(req(tokens(1, 30), max_tokens=8)))
-    chunks, result = items[:-1], items[-1]
+    started, chunks, result = items[0], items[1:-1], items[-1]
     assert all(isinstance(c, GenerationChunk) for c in chunks) and isinstance(result, GenerationResult)
+    assert started == PrefillStarted(prompt_tokens=30, cached_tokens=result.cached_tokens)
     assert [t for c in chunks for t in c.token_ids] == result.token_ids
     assert "".join(c.text for c in chunks) == result.text
     assert result.completion_tokens == len(result.token_ids) <= 8
@@ -68,7 +70,7 @@ def test_stop_string_cuts_the_text_and_is_never_streamed(engine):
     result = items[-1]
     assert result.text == visible[:cut]
     assert result.finish_reason == "stop"
-    assert "".join(c.text for c in items[:-1]) == visible[:cut]
+    assert "".join(c.text for c in items[1:-1]) == visible[:cut]
 
 
 def test_seeded_sampling_is_reproducible_and_tiny_top_p_is_greedy(engine):
@@ -121,6 +123,12 @@ def test_bad_requests_are_refused_with_a_message(engine, prompt, params, message
         engine.generate(req(prompt, **params))
 
 
+@pytest.mark.parametrize("pins", [((-1, 60.0),), ((10, -1.0),), ((10, float("inf")),), ((2.5, 60.0),), ((10,),)])
+def test_bad_pins_are_refused_with_a_message(engine, pins):
+    with pytest.raises(EngineError, match="each pin must be"):
+        engine.generate(GenerationRequest(prompt_ids=[1, 2, 3], pins=pins))
+
+
 def test_recurrent_architectures_are_refused(tmp_path):
     config = AutoConfig.for_model("mamba", vocab_size=512, hidden_size=32, num_hidden_layers=2, state_size=4)
     AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
@@ -159,21 +167,71 @@ def test_closing_a_stream_releases_the_engine_and_keeps_the_prefix(tiny_llama_pa
     engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=1024)
     prompt = tokens(10, 30)
     stream = engine.stream(req(prompt, max_tokens=50))
-    taken = [next(stream) for _ in range(4)]
+    taken = [next(stream) for _ in range(5)][1:]  # after PrefillStarted
     stream.close()
     fed = [c.token_ids[0] for c in taken[:3]]  # the 4th token was sampled but never fed
     result = engine.generate(req(prompt + fed + tokens(11, 3), max_tokens=1))
     assert result.cached_tokens == len(prompt) + len(fed)
 
 
-def test_pins_survive_pressure_until_their_ttl(tiny_llama_path):
-    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=160)
-    pinned = tokens(12, 60)
-    engine.generate(GenerationRequest(prompt_ids=pinned, params=SamplingParams(max_tokens=1), pin_tokens=60, pin_ttl_s=600))
-    for seed in range(13, 17):
-        engine.generate(req(tokens(seed, 70), max_tokens=1))
-    assert engine.metrics()["evicted_pages"] > 0
-    assert engine.generate(req(pinned + [5], max_tokens=1)).cached_tokens == 60
+def _unreleased_locks(engine: TransformersEngine) -> int:
+    stack = [n for root in engine.radix._roots.values() for n in root.children.values()]
+    held = 0
+    while stack:
+        node = stack.pop()
+        held += node.lock - (node in engine.radix._pins)
+        stack.extend(node.children.values())
+    return held
+
+
+def test_prefill_started_comes_before_any_compute_and_closing_there_frees_the_engine(tiny_llama_path):
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=1024)
+    prefix = tokens(30, 40)
+    engine.generate(req(prefix + [7] * 5, max_tokens=1))
+    before = engine.metrics()
+    stream = engine.stream(req(prefix + [8] * 10, max_tokens=5))
+    assert next(stream) == PrefillStarted(prompt_tokens=50, cached_tokens=40)
+    during = engine.metrics()
+    assert during["prefill_tokens_computed"] == before["prefill_tokens_computed"]  # matched, not computed
+    assert during["requests"] == before["requests"]
+    stream.close()  # the client left at message_start: the lease is released, nothing is inserted
+    assert _unreleased_locks(engine) == 0
+    assert engine.metrics()["pool_pages_used"] == before["pool_pages_used"]
+    assert engine.generate(req(prefix + [8] * 10, max_tokens=1)).cached_tokens == 40
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_each_pin_keeps_its_own_ttl_a_1h_head_outlives_a_5m_tail(tiny_llama_path):
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=200)
+    clock = _Clock()
+    engine.radix.clock = clock  # expiry without sleeping
+    head, tail = tokens(40, 40), tokens(41, 40)
+    prompt = head + tail + tokens(42, 5)
+    engine.generate(GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=1),
+                                      pins=((40, 3600.0), (80, 300.0))))
+    assert engine.metrics()["pins_active"] == 2 and engine.metrics()["pinned_pages"] == 80
+
+    def pressure(seed: int) -> None:  # 4 x 90 fresh tokens through a 200-token pool
+        for i in range(4):
+            engine.generate(req(tokens(seed + i, 90), salt="pressure", max_tokens=1))
+
+    evicted = engine.metrics()["evicted_pages"]
+    pressure(100)
+    assert engine.metrics()["evicted_pages"] > evicted
+    assert engine.radix.match_length(prompt) == 80  # both pins hold; the unpinned end went
+    clock.now += 301  # the 5m pin has run out, the 1h one has not
+    pressure(200)
+    assert engine.radix.match_length(prompt) == 40
+    assert engine.metrics()["pins_active"] == 1 and engine.metrics()["pinned_pages"] == 40
+    assert engine.generate(req(head + tokens(43, 20), max_tokens=1)).cached_tokens == 40
+    assert _unreleased_locks(engine) == 0
 
 
 def test_concurrent_requests_match_serial_results(tiny_llama_path):

@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from hitrate.engine.api import ContextLengthError, GenerationChunk, GenerationResult
+from hitrate.engine.api import ContextLengthError, GenerationChunk, PrefillStarted
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.server import create_app
@@ -38,19 +38,21 @@ def test_chat_in_process_with_turn_over_turn_cache_hits(service):
     assert second.cached_tokens == first.prompt_tokens + first.result.completion_tokens - 1
 
 
-def test_prepare_pins_the_furthest_mark_for_its_ttl(service, engine):
+def test_prepare_pins_every_mark_for_its_own_ttl(service, engine):
     head = [ChatMessage("system", SYSTEM), ChatMessage("user", "")]
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", "question one")]
     request = ChatRequest(messages=messages, marks=[MarkedPrefix(head, [], 3600.0), MarkedPrefix(messages, [], 300.0)])
     prepared = service.prepare(request)
     ids = prepared.generation.prompt_ids
     tokenizer = engine.tokenizer
-    assert prepared.generation.pin_ttl_s == 300.0
-    assert tokenizer.decode(ids[: prepared.generation.pin_tokens]).endswith("question one<|im_end|>\n")
-    (hour_end,) = [n for n, ttl in prepared.pin_ttl_by_tokens.items() if ttl == 3600.0]
+    (hour_end, hour), (five_end, five) = prepared.generation.pins  # shortest prefix first
+    assert (hour, five) == (3600.0, 300.0) and hour_end < five_end
     assert tokenizer.decode(ids[:hour_end]).endswith(SYSTEM + "<|im_end|>\n<|im_start|>user\n")
+    assert tokenizer.decode(ids[:five_end]).endswith("question one<|im_end|>\n")
+    assert prepared.pin_ttl_by_tokens == {hour_end: 3600.0, five_end: 300.0}
     whole = service.prepare(ChatRequest(messages=messages, pin_whole_prompt_ttl_s=3600.0)).generation
-    assert (whole.pin_tokens, whole.pin_ttl_s) == (len(ids), 3600.0)
+    assert whole.pins == ((len(ids), 3600.0),)
+    assert service.prepare(ChatRequest(messages=messages)).generation.pins == ()
 
 
 def test_prepare_sizes_max_tokens_to_the_room_left(service, engine):
@@ -65,8 +67,9 @@ def test_prepare_sizes_max_tokens_to_the_room_left(service, engine):
 
 def test_stream_yields_text_deltas_then_the_same_reply_as_complete(service):
     request = ChatRequest(messages=[ChatMessage("user", "stream me")], max_tokens=6, temperature=0, salt="s1")
-    items = list(service.stream(service.prepare(request)))
-    *deltas, reply = items
+    prepared = service.prepare(request)
+    started, *deltas, reply = list(service.stream(prepared))
+    assert started == PrefillStarted(prompt_tokens=prepared.prompt_tokens, cached_tokens=reply.cached_tokens)
     assert all(isinstance(d, str) for d in deltas) and len(deltas) == 6  # one per generated token
     whole = service.complete(service.prepare(request))
     assert "".join(deltas) == reply.content == whole.content
