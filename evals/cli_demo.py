@@ -7,11 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from hitrate.harness.cli import add_command
 from hitrate.harness.models import ModelSpecError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo_command)
+    add_command(app, "demo", demo_command)
 
 
 def demo_command(
@@ -19,9 +20,11 @@ def demo_command(
     cache: Annotated[Optional[Path], typer.Option("--cache-dir", help="Where the tiny demo model is built (default: $HITRATE_CACHE_DIR or the user cache dir).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Tasks run at once.")] = 2,
 ) -> None:
-    """Offline, no key needed: a fixed subset of the bundled eval suite replayed through the bundled
-    engine with a tiny random-weight model, cache-aware layout vs naive layout, then the report.
-    A caching demonstration, not model quality. Exits 1 if a task did not pass."""
+    """Show the prompt cache at work offline, with no key: cache-aware layout against naive layout.
+
+    A fixed subset of the bundled eval suite is replayed through the bundled engine with a tiny
+    random-weight model in both layouts, then reported. A caching demonstration, not model
+    quality. Exits 1 if a task did not pass."""
     from hitrate.evals.demo import run_demo
 
     try:

@@ -17,6 +17,7 @@ from hitrate.evals.runner import EvalError, EvalRun, run_eval
 from hitrate.evals.settings import EvalSettings
 from hitrate.evals.shard import parse_shard
 from hitrate.evals.task import SuiteFormatError, resolve_suite_path
+from hitrate.harness.cli import add_command
 from hitrate.harness.defaults import default_model
 from hitrate.harness.models import ModelSpecError
 from hitrate.store.ledger import Ledger, default_ledger_path
@@ -43,7 +44,7 @@ class PolicyChoice(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("eval")(eval_command)
+    add_command(app, "eval", eval_command)
 
 
 def _console() -> Console:
@@ -88,10 +89,11 @@ def eval_command(
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each task's workspace copy (its path goes in the task's ledger detail).")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Print the run's report at the end.")] = True,
 ) -> None:
-    """Run the agent over SUITE: each task in a fresh copy of its workspace, under its limits, then
-    graded with its hidden tests. Every call goes to the ledger, tagged with the run, task, session,
-    layout and cache mode. Exit codes: 0 finished, 1 infra errors left (rerun them with --resume),
-    2 bad arguments, 130 interrupted."""
+    """Run the agent over SUITE and grade every task with its hidden tests.
+
+    Each task runs in a fresh copy of its workspace, under its limits. Every call goes to the
+    ledger, tagged with the run, task, session, layout and cache mode. Exit codes: 0 finished,
+    1 infra errors left (rerun them with --resume), 2 bad arguments, 130 interrupted."""
     console = _console()
     db_path = db or default_ledger_path()
     settings: EvalSettings | None = None

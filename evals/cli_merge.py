@@ -11,19 +11,22 @@ from rich.markup import escape
 from rich.table import Table
 
 from hitrate.evals.merge import MergeError, merge_ledgers
+from hitrate.harness.cli import add_command
 from hitrate.store.ledger_schema import LedgerVersionError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ledger-merge")(merge_command)
+    add_command(app, "ledger-merge", merge_command)
 
 
 def merge_command(
     output: Annotated[Path, typer.Argument(help="The merged ledger (created when missing; rows already in it are kept).")],
     inputs: Annotated[list[Path], typer.Argument(help="Ledgers to merge in (read only, never modified).")],
 ) -> None:
-    """Merge ledgers, e.g. the shards of one `hitrate eval --run-id ... --shard i/n` run from several
-    machines, into OUTPUT. Rows are united by their unique ids: merging again adds nothing."""
+    """Merge ledgers into OUTPUT, e.g. the shards of one eval run from several machines.
+
+    The shards come from `hitrate eval --run-id ... --shard i/n`. Rows are united by their unique
+    ids: merging again adds nothing."""
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # piped output: no wrapping mid-path

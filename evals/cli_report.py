@@ -10,16 +10,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from hitrate.evals.plots import call_bars, cost_vs_pass_rate, save
+from hitrate.evals.plots import report_figures, save
 from hitrate.evals.report import Report, ReportError, load_report
 from hitrate.evals.report_render import html, tables
+from hitrate.harness.cli import add_command
 from hitrate.store.ledger import ENV_DB
 
 FORMATS = ("table", "json", "html")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report_command)
+    add_command(app, "report", report_command)
 
 
 def report_command(
@@ -31,18 +32,30 @@ def report_command(
     ] = None,
     task: Annotated[Optional[str], typer.Option("--task", help="Task (name or id) whose calls the per-call picture shows.")] = None,
     png: Annotated[bool, typer.Option("--png", help="HTML: embed the pictures as PNG instead of inline SVG.")] = False,
+    price_as: Annotated[
+        Optional[str],
+        typer.Option(
+            "--price-as",
+            metavar="MODEL",
+            help="Re-price every call's recorded tokens at this model's rates (e.g. claude-sonnet-5), for runs "
+            "without prices such as the local engine. Labelled 'priced as MODEL' everywhere; the ledger is not changed.",
+        ),
+    ] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory).")] = None,
 ) -> None:
-    """Report eval runs: tasks, pass rate with a 95% Wilson interval, total cost, cost per task and
-    per passed task, tokens per bucket, hit ratio and share of calls with a hit, miss reasons,
-    task wall time and TTFT at p50 / p90 — one block per model, layout and cache mode."""
+    """Report eval runs: pass rate, cost per passed task, tokens, cache hits and misses.
+
+    Tasks, pass rate with a 95% Wilson interval, total cost, cost per task and per passed task,
+    tokens per bucket, hit ratio and share of calls with a hit, miss reasons, task wall time and
+    TTFT at p50 / p90 — one block per model, layout and cache mode; pass@1 and pass@2 apart for
+    runs with --tries 2."""
     console = Console(stderr=True)
     if fmt not in FORMATS:
         _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if db is not None and not db.exists():
         _fail(console, f"ledger file {db} does not exist")
     try:
-        report = load_report(db, run_ids, trajectory_task=task)
+        report = load_report(db, run_ids, trajectory_task=task, price_as=price_as)
     except ReportError as exc:
         _fail(console, str(exc))
     text = render(report, fmt, picture_format="png" if png else "svg")
@@ -69,11 +82,8 @@ def render(report: Report, fmt: str, *, picture_format: str = "svg") -> str:
 
 def write_pictures(report: Report, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    figures = [("cost_per_passed_task_vs_pass_rate", cost_vs_pass_rate(report.blocks))]
-    if report.trajectory is not None:
-        figures.append(("calls_per_task", call_bars(report.trajectory)))
     written = []
-    for stem, fig in figures:
+    for stem, _, fig in report_figures(report):
         for suffix in ("png", "svg"):
             path = folder / f"{stem}.{suffix}"
             save(fig, str(path))

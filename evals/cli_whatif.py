@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hitrate.evals.whatif import LoadedRequests, WhatIfError, WhatIfOptions, WhatIfResult, load_requests, parse_target, whatif
+from hitrate.harness.cli import add_command
 from hitrate.store.cost import UsageTotals
 from hitrate.store.ledger import ENV_DB, Ledger
 from hitrate.store.prices import PriceTable
@@ -27,7 +28,7 @@ _BUCKET_COLUMNS = (
 
 
 def register(app: typer.Typer) -> None:
-    app.command("whatif")(whatif_command)
+    add_command(app, "whatif", whatif_command)
 
 
 def whatif_command(

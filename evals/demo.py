@@ -6,14 +6,15 @@ runner, projection, Anthropic adapter, engine cache, ledger and grading: once wi
 cache-aware layout, once with the naive one. The model's own replies are noise, so the replay
 policy drives both runs with each task's reference tool-call sequence; every request is really
 sent and really cached. The tasks pass because the reference sequence solves them: this is a
-demonstration of prompt caching, not of model quality. Then the report is printed, and the two
-layouts' token buckets are priced at a cloud model's rates to show what the difference is worth.
+demonstration of prompt caching, not of model quality. Then the report is printed with every
+call priced as a cloud model (`hitrate report --price-as`: the local engine itself is free), so
+its tables show what the difference between the layouts is worth; the ledger keeps the engine's
+own (unpriced) rows.
 """
 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
@@ -28,9 +29,7 @@ from hitrate.evals.settings import EvalSettings, Layout, RouterRoutes
 from hitrate.evals.task import bundled_suite_path
 from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, whatif
 from hitrate.harness.demo import cache_dir, ensure_demo_model
-from hitrate.store.cost import UsageTotals, cost
 from hitrate.store.ledger import Ledger, default_ledger_path
-from hitrate.store.usage import Usage
 
 # Single- and multi-file tasks, bug fixes and features, small enough that both layouts finish in
 # about two minutes on two CPU cores.
@@ -43,7 +42,11 @@ DEMO_TASKS: tuple[str, ...] = (
     "wordcount-cli-flags",
 )
 ILLUSTRATION_MODEL = "claude-sonnet-5"
+"""The cloud model whose rates price the demo's report (`--price-as`) and its what-if."""
 LAYOUTS: tuple[Layout, ...] = ("cache-aware", "naive")
+# The report's summary table needs about 200 columns to keep each configuration on one line (the
+# width `hitrate report` renders at).
+_PIPED_WIDTH = 200
 
 BANNER = (
     "hitrate demo: a CACHING demonstration, not a measure of model quality.\n"
@@ -64,7 +67,7 @@ class LayoutFigures(BaseModel):
     cache_read: int
     hit_ratio: float | None
     illustrative_cost_usd: float | None
-    """The run's token buckets priced at ILLUSTRATION_MODEL's rates."""
+    """The run's total cost in the report, every call priced as ILLUSTRATION_MODEL."""
     anthropic_whatif_usd: float | None = None
     """What Anthropic's cache rules and prices would bill for the run's recorded requests, with the
     cache marks each layout actually sent (None when the what-if could not run)."""
@@ -106,15 +109,6 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _illustrative_cost(totals: UsageTotals) -> float | None:
-    usage = Usage(
-        fresh_input=totals.fresh_input, cache_read=totals.cache_read, output=totals.output,
-        cache_write_5m=totals.cache_write_5m, cache_write_30m=totals.cache_write_30m,
-        cache_write_1h=totals.cache_write_1h, cache_write_12h=totals.cache_write_12h,
-    )  # fmt: skip
-    return cost(usage, ILLUSTRATION_MODEL, datetime.now(timezone.utc)).total
-
-
 def _anthropic_whatif(db_path: Path, run_id: str) -> tuple[float | None, float | None]:
     """Predicted cost and hit ratio of the run's requests under Anthropic's cache rules."""
     try:
@@ -139,7 +133,7 @@ def _figures(layout: str, run: EvalRun, block: Block, db_path: Path) -> LayoutFi
         prompt_tokens=t.cache_read + t.cache_write_total + t.fresh_input,
         cache_read=t.cache_read,
         hit_ratio=t.hit_ratio,
-        illustrative_cost_usd=_illustrative_cost(t),
+        illustrative_cost_usd=block.total_cost_usd,
     )
 
 
@@ -151,13 +145,12 @@ def comparison_lines(result: DemoResult) -> list[str]:
         price = f"${f.illustrative_cost_usd:.4f}" if f.illustrative_cost_usd is not None else "unpriced"
         lines.append(
             f"  {f.layout:<12} passed {f.passed}/{f.tasks}  prompt tokens {f.prompt_tokens:>8,}  read from cache "
-            f"{f.cache_read:>8,}  hit ratio {ratio:>6}  at {ILLUSTRATION_MODEL} prices: {price}"
+            f"{f.cache_read:>8,}  hit ratio {ratio:>6}  priced as {ILLUSTRATION_MODEL}: {price}"
         )
     if result.saving is not None:
         lines.append(
             f"  the cache-aware layout costs {result.saving:.0%} less than the naive one for the same work "
-            f"(illustration: the engine's token counts priced at {ILLUSTRATION_MODEL}'s input, cache and output rates;"
-            " the local engine itself is free)"
+            f"(the report's total cost: the engine's token counts priced as {ILLUSTRATION_MODEL}; the local engine itself is free)"
         )
     if result.whatif_saving is not None:
         parts = []
@@ -182,10 +175,10 @@ def run_demo(
     cancel: threading.Event | None = None,
 ) -> DemoResult:
     """Build (once) and serve the tiny model, run both layouts, print the report and the comparison."""
-    console = Console(file=out, width=160) if out is not None else Console()
+    console = Console(file=out, width=_PIPED_WIDTH) if out is not None else Console()
     if not console.is_terminal:
         # Piped or captured output has no width of its own; a wide one keeps table rows whole.
-        console = Console(file=out, width=160)
+        console = Console(file=out, width=_PIPED_WIDTH)
     console.print(BANNER, highlight=False, markup=False)
     _quiet_transformers()
     db_path = db or default_ledger_path()
@@ -208,14 +201,14 @@ def run_demo(
                 runs[layout] = run_eval(settings, db_path=db_path, workers=workers, routes=routes, observer=progress, cancel=cancel)
     finally:
         routes.close()
-    report = load_report(db_path, [runs[k].run_id for k in LAYOUTS])
+    report = load_report(db_path, [runs[k].run_id for k in LAYOUTS], price_as=ILLUSTRATION_MODEL)
     console.print(tables(report))
     by_layout = {b.key.layout: b for b in report.blocks}
     result = DemoResult(runs=runs, figures={k: _figures(k, runs[k], by_layout[k], db_path) for k in LAYOUTS})
     console.print("\n".join(comparison_lines(result)), highlight=False, markup=False)
     console.print(
-        f"ledger: {db_path}; `hitrate report {' '.join(runs[k].run_id for k in LAYOUTS)}` shows it again "
-        "(--format html for the pictures)",
+        f"ledger: {db_path}; `hitrate report {' '.join(runs[k].run_id for k in LAYOUTS)} --price-as {ILLUSTRATION_MODEL}` "
+        "shows it again (--format html, or --pictures DIR, for the pictures)",
         highlight=False,
         markup=False,
     )

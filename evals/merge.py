@@ -5,7 +5,9 @@ Every row has a globally unique id (time-ordered random ids), so merging is a un
   as it is (a differing row with the same id is counted as a conflict and reported);
 - a task row can be finished later (a resumed shard): the finished or later-finished version wins;
 - a run row shared by shards (started with the same `--run-id`) is combined: earliest start,
-  latest finish, the least finished status, and the list of shards merged into it.
+  latest finish, the least finished status, and the list of shards merged into it;
+- stored transcript entries are keyed by (session, position) and never change either: one already
+  present is kept, a differing one at the same position is a conflict.
 
 Merging the same inputs again adds nothing. Inputs are read from a consistent snapshot copy
 (brought to the current schema there), so they are never modified.
@@ -87,6 +89,16 @@ def _merge_immutable(conn: sqlite3.Connection, table: str) -> TableMerge:
     added = conn.execute(f"INSERT OR IGNORE INTO main.{table} ({names}) SELECT {names} FROM src.{table}").rowcount
     conflicts = conn.execute(
         f"SELECT COUNT(*) FROM src.{table} s JOIN main.{table} m ON s.id = m.id WHERE {_differs(columns, _BOOKKEEPING.get(table, frozenset()))}"
+    ).fetchone()[0]
+    return TableMerge(added=added, conflicts=conflicts)
+
+
+def _merge_messages(conn: sqlite3.Connection) -> TableMerge:
+    names = "session_id, seq, kind, body, recorded_at"
+    added = conn.execute(f"INSERT OR IGNORE INTO main.messages ({names}) SELECT {names} FROM src.messages").rowcount
+    conflicts = conn.execute(
+        "SELECT COUNT(*) FROM src.messages s JOIN main.messages m ON s.session_id = m.session_id AND s.seq = m.seq "
+        "WHERE NOT (s.kind IS m.kind AND s.body IS m.body)"
     ).fetchone()[0]
     return TableMerge(added=added, conflicts=conflicts)
 
@@ -174,7 +186,7 @@ def merge_ledgers(output: str | Path, inputs: list[str | Path]) -> MergeResult:
             raise MergeError(f"{source}: no such ledger file")
         if output.exists() and source.resolve() == output.resolve():
             raise MergeError(f"{source} is the output file; merge into a new or another file")
-    tables = {name: TableMerge() for name in ("runs", "tasks", *IMMUTABLE_TABLES)}
+    tables = {name: TableMerge() for name in ("runs", "tasks", *IMMUTABLE_TABLES, "messages")}
     with tempfile.TemporaryDirectory(prefix="hitrate-merge-") as tmp:
         snapshots = [_snapshot(source, Path(tmp)) for source in sources]
         with Ledger(output) as ledger:
@@ -185,6 +197,7 @@ def merge_ledgers(output: str | Path, inputs: list[str | Path]) -> MergeResult:
                     with ledger.transaction():
                         step = {"runs": _merge_runs(conn), "tasks": _merge_tasks(conn)}
                         step.update({t: _merge_immutable(conn, t) for t in IMMUTABLE_TABLES})
+                        step["messages"] = _merge_messages(conn)
                 finally:
                     conn.execute("DETACH DATABASE src")
                 for name, part in step.items():

@@ -16,6 +16,7 @@ assistant turns come from a script (`harness.policy.ReplayPolicy`).
 from __future__ import annotations
 
 from hitrate.evals.task import Task
+from hitrate.harness.agent import is_closing_note
 from hitrate.harness.policy import RecordedToolCall, RecordedTurn
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
 from hitrate.store.ledger import Ledger
@@ -66,10 +67,11 @@ def reference_turns(task: Task) -> list[RecordedTurn]:
 
 def turns_from_messages(messages: tuple[Message, ...] | list[Message]) -> list[RecordedTurn]:
     """The assistant turns of a stretch of transcript, as a replayable script (tool-call argument
-    text kept exactly as the model produced it)."""
+    text kept exactly as the model produced it). Turns the harness wrote to close a turn the model
+    never answered (after a limit or a cancel) are not the model's and are left out."""
     turns = []
     for message in messages:
-        if not isinstance(message, AssistantMessage):
+        if not isinstance(message, AssistantMessage) or is_closing_note(message):
             continue
         text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
         calls = [RecordedToolCall(name=c.name, arguments=c.arguments) for c in message.tool_calls]

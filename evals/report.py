@@ -11,7 +11,12 @@ Per block:
 - tokens per bucket, the hit ratio Σread / Σ(read + writes + fresh) and, separately, the share of
   calls with any hit;
 - a miss-reason histogram (calls, tokens and dollars each reason cost);
-- task wall time and time to first token at p50 / p90.
+- task wall time and time to first token at p50 / p90;
+- with more than one try per task (`hitrate eval --tries 2`), pass@1 and pass@2 apart.
+
+`price_as` re-prices every call's recorded token buckets at one model's rates (see
+`hitrate.evals.price_as`): for runs the price table cannot price, such as the bundled local
+engine. The report then says so wherever it shows a cost; the ledger is never changed.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.evals.pass_at import PassAtK, pass_at_k, pass_try, positive_int
+from hitrate.evals.price_as import PriceAsError, PricedAs, Repricer
 from hitrate.evals.stats import percentile, wilson_interval
 from hitrate.store.cost import UsageTotals, aggregate
 from hitrate.store.ledger import Ledger
+from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, RunRecord, TaskRecord, utc_now
 
 OUTCOMES = ("pass", "fail", "agent_error", "timeout", "infra_error", "unfinished")
@@ -132,6 +140,13 @@ class Block(BaseModel):
     n_passed: int
     pass_rate: float | None
     pass_rate_ci95: tuple[float, float] | None
+    max_tries: int = 1
+    """The most tries the block's runs gave a task (`hitrate eval --tries`); the pass rate counts
+    a task passed on any of them."""
+    pass_at: list[PassAtK] = []
+    """pass@1 .. pass@max_tries when the runs gave more than one try; empty otherwise."""
+    pass_try_unknown: int = 0
+    """Passed tasks whose passing try is not recorded: counted in pass@max_tries only."""
     total_cost_usd: float | None
     """All calls of the block, infra-error tasks included (that money was spent)."""
     unpriced_calls: int
@@ -149,7 +164,8 @@ class Block(BaseModel):
 class CallBar(BaseModel):
     """One call of a trajectory, for the stacked bar picture."""
 
-    index: int
+    number: int
+    """1 for the task's first call, as the TUI numbers calls."""
     read: int | None
     write: int | None
     fresh: int | None
@@ -181,14 +197,36 @@ class Report(BaseModel):
     blocks: list[Block]
     trajectory: Trajectory | None = None
     """The calls of one task, for the per-call picture."""
+    priced_as: PricedAs | None = None
+    """Set when every cost in the report was re-priced at one model's rates (`--price-as`)
+    instead of the ledger's recorded costs."""
+
+    @property
+    def price_label(self) -> str | None:
+        """"priced as <model>" when the costs are re-priced, for every title that shows one."""
+        return self.priced_as.label if self.priced_as is not None else None
 
 
-def build_report(ledger: Ledger, run_ids: Sequence[str], *, trajectory_task: str | None = None) -> Report:
+def build_report(
+    ledger: Ledger,
+    run_ids: Sequence[str],
+    *,
+    trajectory_task: str | None = None,
+    price_as: str | None = None,
+    price_table: PriceTable | None = None,
+) -> Report:
     """The report over one or more runs of `ledger`. `trajectory_task` names the task (by name or
     id) whose calls the per-call picture shows; by default the task with the most calls in the
-    first block."""
+    first block. `price_as` names a model of `price_table` (default: the shipped one) whose
+    rates re-price every call, in the report only."""
     if not run_ids:
         raise ReportError("name at least one run")
+    repricer = None
+    if price_as is not None:
+        try:
+            repricer = Repricer(price_as, price_table)
+        except PriceAsError as exc:
+            raise ReportError(str(exc)) from exc
     runs: list[RunRecord] = []
     for run_id in dict.fromkeys(run_ids):
         try:
@@ -200,13 +238,16 @@ def build_report(ledger: Ledger, run_ids: Sequence[str], *, trajectory_task: str
     groups: dict[ConfigKey, _Group] = {}
     for run in runs:
         calls = ledger.calls(run_id=run.id)
+        if repricer is not None:
+            calls = repricer.reprice(calls)
+        tries = positive_int(run.config.get("tries")) or 1
         by_task: dict[str | None, list[CallRecord]] = {}
         for call in calls:
             by_task.setdefault(call.task_id, []).append(call)
         for task in ledger.tasks(run_id=run.id):
             task_calls = by_task.pop(task.id, [])
             key = _task_key(run, task, task_calls)
-            groups.setdefault(key, _Group()).add_task(run.id, task, task_calls)
+            groups.setdefault(key, _Group()).add_task(run.id, task, task_calls, tries)
         # Calls outside any task (e.g. an interactive sitting) count towards tokens and cost only.
         for loose in by_task.values():
             for call in loose:
@@ -227,6 +268,7 @@ def build_report(ledger: Ledger, run_ids: Sequence[str], *, trajectory_task: str
         ],
         blocks=blocks,
         trajectory=_trajectory(groups, blocks, trajectory_task),
+        priced_as=repricer.summary() if repricer is not None else None,
     )
 
 
@@ -261,14 +303,17 @@ class _Group:
         self.run_ids: list[str] = []
         self.tasks: list[tuple[TaskRecord, list[CallRecord]]] = []
         self.loose: list[CallRecord] = []
+        self.max_tries = 1
 
     def _seen(self, run_id: str) -> None:
         if run_id not in self.run_ids:
             self.run_ids.append(run_id)
 
-    def add_task(self, run_id: str, task: TaskRecord, calls: list[CallRecord]) -> None:
+    def add_task(self, run_id: str, task: TaskRecord, calls: list[CallRecord], tries: int = 1) -> None:
         self._seen(run_id)
         self.tasks.append((task, calls))
+        recorded = task.detail.get("tries")
+        self.max_tries = max(self.max_tries, tries, len(recorded) if isinstance(recorded, list) else 1)
 
     def add_loose_call(self, run_id: str, call: CallRecord) -> None:
         self._seen(run_id)
@@ -287,6 +332,11 @@ class _Group:
         total = tokens.cost_usd
         walls = [w for t, _ in self.tasks if (w := _wall_s(t)) is not None]
         rows = [_task_row(t, cs) for t, cs in self.tasks]
+        pass_at: list[PassAtK] = []
+        unknown_tries = 0
+        if self.max_tries > 1:
+            passed_tries = [pass_try(t) for t, _ in self.tasks if normalize_outcome(t.outcome) == "pass"]
+            pass_at, unknown_tries = pass_at_k(passed_tries, n_scored, self.max_tries)
         return Block(
             key=key,
             run_ids=self.run_ids,
@@ -296,6 +346,9 @@ class _Group:
             n_passed=n_passed,
             pass_rate=n_passed / n_scored if n_scored else None,
             pass_rate_ci95=wilson_interval(n_passed, n_scored),
+            max_tries=self.max_tries,
+            pass_at=pass_at,
+            pass_try_unknown=unknown_tries,
             total_cost_usd=total,
             unpriced_calls=tokens.unpriced_calls,
             cost_per_task_usd=total / n_scored if total is not None and n_scored else None,
@@ -374,7 +427,7 @@ def _trajectory(groups: dict[ConfigKey, _Group], blocks: list[Block], wanted: st
     key, task, calls = chosen
     bars = [
         CallBar(
-            index=i,
+            number=i,
             read=c.usage.cache_read,
             write=c.usage.cache_write_total,
             fresh=c.usage.fresh_input,
@@ -382,11 +435,13 @@ def _trajectory(groups: dict[ConfigKey, _Group], blocks: list[Block], wanted: st
             cost_usd=c.cost_usd,
             miss_reason=c.miss_reason,
         )
-        for i, c in enumerate(calls)
+        for i, c in enumerate(calls, start=1)
     ]
     return Trajectory(task_id=task.id, task_name=task.name, block=key.label, calls=bars)
 
 
-def load_report(db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None) -> Report:
+def load_report(
+    db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None, price_as: str | None = None
+) -> Report:
     with Ledger(db) as ledger:
-        return build_report(ledger, run_ids, trajectory_task=trajectory_task)
+        return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as)

@@ -9,7 +9,8 @@ import jinja2
 from rich.console import Group
 from rich.table import Table
 
-from hitrate.evals.plots import call_bars, cost_vs_pass_rate, to_png, to_svg
+from hitrate.evals.pass_at import PassAtK
+from hitrate.evals.plots import report_figures, to_png, to_svg
 from hitrate.evals.report import Block, Report
 
 TEMPLATE = "report.html.j2"
@@ -45,6 +46,37 @@ def tokens_text(block: Block, bucket: str) -> str:
     return f"{value:,}" + (f" (+{unknown} calls unknown)" if unknown else "")
 
 
+def pass_at_text(row: PassAtK | None) -> str:
+    if row is None or row.rate is None:
+        return "-"
+    low, high = row.ci95 or (row.rate, row.rate)
+    return f"{row.n_passed} · {row.rate * 100:.1f}% [{low * 100:.0f}–{high * 100:.0f}]"
+
+
+def pass_at_ks(report: Report) -> list[int]:
+    """The k of every pass@k any block reports (1, 2 with `--tries 2`); empty for single tries."""
+    return sorted({row.k for b in report.blocks for row in b.pass_at})
+
+
+def pass_at_row(block: Block, k: int) -> PassAtK | None:
+    return next((row for row in block.pass_at if row.k == k), None)
+
+
+def pricing_note(report: Report) -> str | None:
+    """What `--price-as` did, in one sentence, or None when the costs are the ledger's."""
+    info = report.priced_as
+    if info is None:
+        return None
+    asked = f" (asked for {info.requested})" if info.requested != info.model else ""
+    note = (
+        f"Costs priced as {info.model}{asked}: every call's recorded token buckets re-priced at its rates "
+        f"(price snapshot {info.price_snapshot_id}); the ledger keeps its own costs."
+    )
+    if info.unpriced_calls:
+        note += f" {info.unpriced_calls} call(s) stayed unpriced: {'; '.join(info.unpriced_reasons)}."
+    return note
+
+
 def cost_text(block: Block, value: float | None) -> str:
     text = money(value)
     if value is not None and block.unpriced_calls:
@@ -55,13 +87,16 @@ def cost_text(block: Block, value: float | None) -> str:
 def tables(report: Report) -> Group:
     """The report as rich tables: one row per configuration block, never a merged total."""
     runs = ", ".join(f"{r.id}" + (f" ({r.label})" if r.label else "") for r in report.runs)
-    summary = Table(title=f"eval report: {runs}", title_justify="left")
+    priced = f" — costs {report.price_label}" if report.price_label else ""
+    summary = Table(title=f"eval report: {runs}{priced}", title_justify="left", caption=pricing_note(report), caption_justify="left")
     for column, justify in (
         ("model · layout · cache", "left"), ("tasks", "right"), ("passed", "right"), ("pass rate [95% CI]", "right"),
         ("total cost", "right"), ("cost / task", "right"), ("cost / passed task", "right"), ("hit ratio", "right"),
         ("calls w/ hit", "right"), ("wall p50 / p90", "right"), ("TTFT p50 / p90", "right"),
     ):
-        summary.add_column(column, justify=justify)  # type: ignore[arg-type]
+        # A narrow terminal folds the configuration label rather than cutting it: a row is read by it.
+        overflow = "fold" if column == "model · layout · cache" else "ellipsis"
+        summary.add_column(column, justify=justify, overflow=overflow)  # type: ignore[arg-type]
     for b in report.blocks:
         excluded = b.n_tasks - b.n_scored
         summary.add_row(
@@ -97,13 +132,27 @@ def tables(report: Report) -> Group:
             *(tokens_text(b, k) for k in ("cache_read", "cache_write_5m", "cache_write_1h", "cache_write_30m", "fresh_input", "output")),
         )
 
-    misses = Table(title="miss reasons", title_justify="left")
+    extra = []
+    ks = pass_at_ks(report)
+    if ks:
+        title = "pass@k: tasks passed within their first k tries (the second try sees the failing test output once)"
+        pass_at = Table(title=title, title_justify="left")
+        pass_at.add_column("configuration")
+        pass_at.add_column("tries", justify="right")
+        for k in ks:
+            pass_at.add_column(f"pass@{k} [95% CI]", justify="right")
+        for b in report.blocks:
+            note = f" ({b.pass_try_unknown} passing try unknown)" if b.pass_try_unknown else ""
+            pass_at.add_row(b.key.label, str(b.max_tries) + note, *(pass_at_text(pass_at_row(b, k)) for k in ks))
+        extra.append(pass_at)
+
+    misses = Table(title="miss reasons" + (f" (costs {report.price_label})" if report.price_label else ""), title_justify="left")
     for column in ("configuration", "reason", "calls", "tokens", "cost", "e.g."):
         misses.add_column(column, justify="right" if column in ("calls", "tokens", "cost") else "left")
     for b in report.blocks:
         for row in b.miss_reasons:
             misses.add_row(b.key.label, row.reason, str(row.calls), f"{row.tokens:,}", money(row.cost_usd), "; ".join(row.examples))
-    return Group(summary, outcomes, buckets, misses)
+    return Group(summary, *extra, outcomes, buckets, misses)
 
 
 def _outcome_order(name: str) -> tuple[int, str]:
@@ -116,10 +165,7 @@ def html(report: Report, *, picture_format: str = "svg") -> str:
     if picture_format not in ("svg", "png"):
         raise ValueError("picture_format must be svg or png")
     pictures = []
-    figures = [("Cost per passed task vs pass rate", cost_vs_pass_rate(report.blocks))]
-    if report.trajectory is not None:
-        figures.append((f"Calls of task {report.trajectory.task_name}", call_bars(report.trajectory)))
-    for title, fig in figures:
+    for _, title, fig in report_figures(report):
         if picture_format == "svg":
             pictures.append({"title": title, "svg": to_svg(fig)})
         else:
@@ -133,5 +179,9 @@ def html(report: Report, *, picture_format: str = "svg") -> str:
         pass_rate_text=pass_rate_text,
         tokens_text=tokens_text,
         cost_text=cost_text,
+        pricing_note=pricing_note(report),
+        pass_at_ks=pass_at_ks(report),
+        pass_at_row=pass_at_row,
+        pass_at_text=pass_at_text,
         outcome_names=sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order),
     )

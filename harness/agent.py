@@ -4,6 +4,10 @@ It stops cleanly when the model ends its turn (a reply without tool calls), when
 reached (steps, dollars, wall time; checked before each call and after each tool round), when a
 call fails for good, or when the user cancels (a `threading.Event` or Ctrl-C). Every call made
 before the stop is already in the ledger; the result carries the session summary.
+
+A stop other than the model's own end leaves a turn without the model's answer. The agent closes
+it with a short assistant note saying why (`closing_note`), recorded in the transcript like any
+turn, so the next user prompt can follow it in any interface, and the model reads what happened.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.harness.events import Finished, SessionStarted
 from hitrate.harness.policy import ModelPolicy, Policy
-from hitrate.harness.session import Cancelled, Session
+from hitrate.harness.session import NO_REPLY_NOTE, Cancelled, Session
 from hitrate.harness.summary import SessionSummary
 from hitrate.harness.wire_types import CallError
+from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
 
 Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "cancelled", "error"]
 
@@ -36,6 +41,33 @@ class AgentLimits(BaseModel):
     """Stop before a call once this many seconds have passed since the task started."""
     show_budget: bool = True
     """Tell the model, in the dynamic context, how many steps (and dollars) are left."""
+
+
+INTERRUPTED_NOTE = "[interrupted by the user]"
+FAILED_NOTE = "[the previous step failed before the model answered]"
+_LIMIT_NOTE = "[stopped by a limit: {detail}]"
+
+
+def closing_note(status: Status, detail: str) -> str:
+    """The assistant turn that closes a turn the agent stopped for `status` (not end_turn)."""
+    if status == "cancelled":
+        return INTERRUPTED_NOTE
+    if status.startswith("max_"):
+        return _LIMIT_NOTE.format(detail=detail)
+    return FAILED_NOTE
+
+
+def is_closing_note(message: Message) -> bool:
+    """Whether `message` is a turn the harness wrote to close a turn the model never answered
+    (`closing_note`, or the session's placeholder for an empty reply), not the model's own."""
+    if not isinstance(message, AssistantMessage) or len(message.content) != 1:
+        return False
+    block = message.content[0]
+    if not isinstance(block, TextBlock):
+        return False
+    prefix, _, suffix = _LIMIT_NOTE.partition("{detail}")
+    text = block.text
+    return text in (INTERRUPTED_NOTE, FAILED_NOTE, NO_REPLY_NOTE) or (text.startswith(prefix) and text.endswith(suffix))
 
 
 class AgentResult(BaseModel):
@@ -116,6 +148,8 @@ class Agent:
             status, detail = "cancelled", str(exc) or "cancelled by the user"
         except CallError as exc:
             status, detail = "error", str(exc)
+        if status != "end_turn":
+            session.close_open_turn(closing_note(status, detail))
         summary = session.summary(status=status, steps=steps)
         session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json")))
         return AgentResult(status=status, detail=detail, steps=steps, summary=summary)

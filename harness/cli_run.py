@@ -16,8 +16,10 @@ from hitrate.harness.events import EventSink
 from hitrate.harness.models import ModelSpecError, parse_model_spec
 from hitrate.harness.policy import Policy
 from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
+from hitrate.harness.resume import SessionNotResumable, load_session
 from hitrate.harness.router import Route, Router, rules_for
 from hitrate.harness.session import Session, SessionConfig, session_inputs
+from hitrate.harness.transcript_log import StoredTranscriptError
 from hitrate.projection.lint import lint
 from hitrate.projection.project import Projector, ProjectionError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
@@ -57,13 +59,21 @@ def _workspace(path: Path) -> Path:
 
 
 def run_command(
-    task: str = typer.Argument(..., help="What the agent should do."),
+    task: str = typer.Argument(..., help="What the agent should do (with --resume: the next instruction)."),
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
         help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>. "
-        "Default: $HITRATE_MODEL, the config file, the first provider with a key, else a small local model.",
+        "Default: the resumed session's model; else $HITRATE_MODEL, the config file, the first provider with a key, "
+        "else a small local model.",
     ),
-    workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project the agent works in (its tools cannot leave it)."),
+    workspace: Optional[Path] = typer.Option(
+        None, "--workspace", "-w",
+        help="The project the agent works in (its tools cannot leave it). Default: the resumed session's, else the current folder.",
+    ),
+    resume: Optional[str] = typer.Option(
+        None, "--resume",
+        help="Continue this session (its id from `hitrate ledger`): its transcript, cache key and totals carry on.",
+    ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
     max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
@@ -74,26 +84,57 @@ def run_command(
     """Run the agent on TASK in a workspace and account for every call.
 
     Streams the model's text and tool activity, then a summary: tokens read from cache, written,
-    fresh and output, the hit ratio, cost, and why any call missed the cache. Exit codes: 0 done,
-    1 a call failed, 2 bad model / key / workspace, 3 a limit stopped the agent, 130 cancelled."""
-    ws = _workspace(workspace)
+    fresh and output, the hit ratio, cost, and why any call missed the cache. With --resume, TASK
+    continues a recorded session and the summary counts all of its calls. Exit codes: 0 done, 1 a
+    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 130 cancelled."""
+    ledger_path = db or default_ledger_path()
+    stored_spec: str | None = None
+    if resume is not None:
+        stored_spec, stored_workspace = _resumable(ledger_path, resume)
+        if workspace is None and stored_workspace is not None:
+            workspace = Path(stored_workspace)
+    ws = _workspace(workspace or Path("."))
     try:
-        spec_text = model or default_model()
+        spec_text = model or stored_spec or default_model()
         route = Router().resolve(spec_text)
     except ModelSpecError as exc:
         _fail(str(exc))
     sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
-    result = run_task(route, ws, task, ledger_path=db, sink=sink, limits=limits,
-                      config=SessionConfig(max_output_tokens=max_output_tokens))
+    try:
+        result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
+                          config=SessionConfig(max_output_tokens=max_output_tokens), resume=resume)
+    except (SessionNotResumable, StoredTranscriptError) as exc:
+        _fail(str(exc))
     raise typer.Exit(_EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
 
+def _resumable(ledger_path: Path, session_id: str) -> tuple[str | None, str | None]:
+    """(model spec, workspace) a session to resume last used; exits with a message if it cannot be."""
+    if not ledger_path.is_file():
+        _fail(f"no saved transcript for session {session_id}: there is no ledger at {ledger_path}")
+    try:
+        with Ledger(ledger_path) as ledger:
+            stored = load_session(ledger, session_id)
+    except (SessionNotResumable, StoredTranscriptError) as exc:
+        _fail(str(exc))
+    return stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
+
+
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
-             limits: AgentLimits, config: SessionConfig, policy: Policy | None = None) -> AgentResult:
-    """Run one task to its end with a fresh session; the route is closed afterwards."""
+             limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
+             resume: str | None = None) -> AgentResult:
+    """Run one task to its end in a fresh session, or in session `resume` continued from the
+    ledger; the route is closed afterwards."""
     with Ledger(ledger_path or default_ledger_path()) as ledger:
-        session = Session(route, workspace, ledger=ledger, sink=sink, config=config)
+        try:
+            if resume is None:
+                session = Session(route, workspace, ledger=ledger, sink=sink, config=config)
+            else:
+                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config)
+        except BaseException:
+            route.close()
+            raise
         try:
             return Agent(session, policy=policy, limits=limits).run(task)
         finally:

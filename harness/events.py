@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Callable, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from hitrate.store.usage import Usage
 
@@ -66,6 +66,8 @@ class CallRecorded(_Event):
     step: int
     call_id: str
     model: str
+    started_at: AwareDatetime
+    """When the request was sent (UTC), as in the ledger row: a cache entry's TTL counts from it."""
     usage: Usage
     cost_usd: float | None
     miss_reason: str | None
@@ -151,3 +153,16 @@ class EventList:
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
+
+
+def jsonable_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Tool metadata for an event (`ToolCallFinished.metadata`): JSON-safe values only (paths and the like as strings)."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, (str, int, float, bool)) or item is None:
+            out[key] = item
+        elif isinstance(item, (list, tuple)) and all(isinstance(i, (str, int, float, bool)) for i in item):
+            out[key] = list(item)
+        else:
+            out[key] = str(item)
+    return out

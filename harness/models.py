@@ -2,6 +2,8 @@
 
     anthropic/<model>                 Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)
     openai/<model>                    OpenAI Chat Completions (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai-responses/<model>          OpenAI Responses API, stateless: store=false, full input every
+                                      request (OPENAI_API_KEY, OPENAI_BASE_URL)
     deepseek/<model>                  DeepSeek over its OpenAI-compatible API (DEEPSEEK_API_KEY)
     gemini/<model>                    Gemini's OpenAI-compatible endpoint (GEMINI_API_KEY)
     openai-compat/<model>@<base_url>  any OpenAI-compatible server: vLLM, SGLang, llama.cpp, hitrate serve
@@ -20,7 +22,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict
 
-WireApi = Literal["anthropic_messages", "openai_chat", "local_engine"]
+WireApi = Literal["anthropic_messages", "openai_chat", "openai_responses", "local_engine"]
 UsageDialect = Literal["anthropic", "openai", "deepseek", "gemini_openai", "openai_compat"]
 
 
@@ -50,7 +52,7 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     provider: str
-    """The prefix the user wrote: anthropic, openai, deepseek, gemini, openai-compat, local."""
+    """The prefix the user wrote: anthropic, openai, openai-responses, deepseek, gemini, openai-compat, local."""
     model: str
     """The model name sent on the wire (or the hub id / path for local)."""
     wire: WireApi
@@ -91,7 +93,7 @@ _KEY_ENV = {
     "gemini": "GEMINI_API_KEY",
 }
 
-PROVIDERS = ("anthropic", "openai", "deepseek", "gemini", "openai-compat", "local")
+PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini", "openai-compat", "local")
 
 
 def quirks_for_openai_base_url(base_url: str) -> Quirks:
@@ -142,6 +144,17 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
             wire="openai_chat",
             base_url=base,
             api_key_env=_KEY_ENV[provider],
+            quirks=quirks_for_openai_base_url(base),
+        )
+    if provider == "openai-responses":
+        # Same account, key and base URL as openai/; only the wire API differs.
+        base = env.get("OPENAI_BASE_URL") or _DEFAULT_BASE["openai"]
+        return ModelSpec(
+            provider=provider,
+            model=rest,
+            wire="openai_responses",
+            base_url=base,
+            api_key_env=_KEY_ENV["openai"],
             quirks=quirks_for_openai_base_url(base),
         )
     if provider == "openai-compat":

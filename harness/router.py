@@ -20,6 +20,7 @@ from hitrate.harness.local_backend import LocalEngineServer
 from hitrate.harness.models import ModelSpec, ModelSpecError, parse_model_spec
 from hitrate.harness.wire_anthropic import AnthropicBackend
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend
+from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
 from hitrate.harness.wire_types import Backend
 from hitrate.projection.breakpoints import ProviderRules
 from hitrate.store.prices import PriceTable
@@ -152,6 +153,15 @@ class Router:
         if parsed.wire == "anthropic_messages":
             backend = AnthropicBackend(
                 model=parsed.model, api_key=key or "", base_url=parsed.base_url, label=parsed.label, timeout_s=self.timeout_s
+            )
+        elif parsed.wire == "openai_responses":
+            backend = OpenAIResponsesBackend(
+                model=parsed.model,
+                api_key=key or "",
+                base_url=parsed.base_url,
+                quirks=parsed.quirks,
+                label=parsed.label,
+                timeout_s=self.timeout_s,
             )
         else:
             # Self-hosted servers usually accept any key; OPENAI_COMPAT_API_KEY is used when one is needed.

@@ -6,18 +6,25 @@ reason from `projection.explain_miss`) -> freeze the sent dynamic context into h
 the assistant turn the policy chooses. Tools run between steps and their results form the next
 user turn. A failed or interrupted call is recorded too, with its error, before the exception
 goes on, so nothing already spent is lost from the ledger.
+
+Every transcript entry is stored in the ledger as it is added (`transcript_log`), so a session can
+be continued later, in another process, with `Session.resume`: same id (so the same OpenAI routing
+key), same transcript, epochs and totals, and the first call explained against the last one.
+
+Cancelling (the cancel event passed to `call` / `run_tools`) takes effect at once: a model call is
+waited for in a way that can be given up (`interruptible`), and a running shell command polls the
+same event.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.harness.call_sections import call_sections
 from hitrate.harness.dynamic_context import workspace_context
@@ -32,70 +39,42 @@ from hitrate.harness.events import (
     ToolCallFinished,
     ToolCallStarted,
     discard,
+    jsonable_metadata,
 )
+from hitrate.harness.epochs import EpochView, SessionEpochs
+from hitrate.harness.interruptible import Cancelled, GuardedCall, cancellable_sleep
 from hitrate.harness.policy import Policy
-from hitrate.harness.prompts import default_system_prompt
-from hitrate.harness.retry import RetryPolicy, Sleep, call_with_retries
+from hitrate.harness.resume import (
+    PreviousRequest,
+    SessionNotResumable,
+    explain_against,
+    load_session,
+    previous_request,
+    spec_labels,
+)
+from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
+from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
+from hitrate.harness.transcript_log import TranscriptLog
 from hitrate.harness.wire_types import CallError, CallResult
-from hitrate.projection.docs import ProjectDoc, discover_docs
-from hitrate.projection.explain import MissExplanation, explain_miss
-from hitrate.projection.project import Projector, SystemPrompt
+from hitrate.projection.explain import MissExplanation
+from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
-from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
 from hitrate.store.cost import CostBreakdown, cost
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
 from hitrate.store.usage import WRITE_BUCKETS, Usage
-from hitrate.tools.base import ToolContext
-from hitrate.tools.registry import ToolRegistry, default_tools
+from hitrate.tools.base import ApprovalHook, ToolContext
 
+__all__ = ["Cancelled", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
 
-class Cancelled(Exception):
-    """The user stopped the session (cancel event or Ctrl-C)."""
+NO_REPLY_NOTE = "(no reply)"
+"""The assistant turn standing for a reply that never came, when the next user turn follows."""
 
-
-class SessionConfig(BaseModel):
-    """Settings of one session."""
-
-    model_config = ConfigDict(frozen=True)
-
-    max_output_tokens: int = Field(default=4096, ge=1)
-    """`max_tokens` of every call."""
-    retry: RetryPolicy = RetryPolicy()
-    run_id: str | None = None
-    task_id: str | None = None
-    label: str | None = None
-    """Shown in `hitrate ledger` next to the session id."""
-    layout: str | None = None
-    """Ledger tag for evals ("cache_aware", "naive")."""
-    cache_mode: str | None = None
-    """Ledger tag for evals ("cold", "warm")."""
-
-
-@dataclass
-class SessionInputs:
-    """What the head of every request is built from, fixed for the session."""
-
-    tools: ToolRegistry
-    tool_specs: list[ToolSpec]
-    system: SystemPrompt | str
-    docs: list[ProjectDoc]
-
-
-def session_inputs(workspace: Path, tools: ToolRegistry | None = None, system: SystemPrompt | str | None = None) -> SessionInputs:
-    """Tools (default set), their specs, the system prompt and the workspace's project docs (read once)."""
-    registry = tools if tools is not None else default_tools()
-    specs = [ToolSpec(name=s["name"], description=s["description"], input_schema=s["input_schema"]) for s in registry.schemas()]
-    return SessionInputs(
-        tools=registry,
-        tool_specs=specs,
-        system=system if system is not None else default_system_prompt(registry.names),
-        docs=discover_docs(workspace),
-    )
+Clock = Callable[[], datetime]
 
 
 @dataclass
@@ -136,8 +115,88 @@ class Session:
         sink: EventSink = discard,
         context: Callable[[], dict[str, str]] | None = None,
         price_table: PriceTable | None = None,
-        sleep: Sleep = time.sleep,
+        sleep: Sleep | None = None,
         session_id: str | None = None,
+        approve: ApprovalHook | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        """A new session, recorded in `ledger`. `sleep` waits between retries (default: a wait
+        that cancelling ends); `approve` is asked before a tool changes anything; `clock` gives
+        each call's start time (UTC), from which cache lifetimes count."""
+        self._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
+        record = ledger.start_session(
+            self.config.run_id,
+            self.config.task_id,
+            backend=route.backend_name,
+            model=route.model,
+            label=self.config.label,
+            session_id=session_id,
+            workspace=str(self.workspace),
+            model_spec=route.label,
+        )
+        self._start(record.id, Transcript(), TranscriptLog(ledger, record.id))
+
+    @classmethod
+    def resume(
+        cls,
+        ledger: Ledger,
+        session_id: str,
+        route: Route,
+        workspace: str | Path | None = None,
+        *,
+        inputs: SessionInputs | None = None,
+        config: SessionConfig | None = None,
+        sink: EventSink = discard,
+        context: Callable[[], dict[str, str]] | None = None,
+        price_table: PriceTable | None = None,
+        sleep: Sleep | None = None,
+        approve: ApprovalHook | None = None,
+        clock: Clock = utc_now,
+    ) -> "Session":
+        """Continue session `session_id` from its ledger rows: transcript, totals, epochs and the
+        last request (see `hitrate.harness.resume`). `workspace` None: where the session worked.
+        The session keeps its id, run, task and label; `config` gives the rest. Raises
+        `SessionNotResumable` (a KeyError) when the ledger has no such session or no transcript
+        of it, `StoredTranscriptError` (a ValueError) when the stored one cannot be read."""
+        stored = load_session(ledger, session_id)
+        record = stored.record
+        if workspace is None:
+            if record.workspace is None:
+                raise SessionNotResumable(f"session {session_id} did not record its workspace: name the workspace to resume it in")
+            workspace = record.workspace
+        config = (config or SessionConfig()).model_copy(
+            update={"run_id": record.run_id, "task_id": record.task_id, "label": record.label}
+        )
+        session = cls.__new__(cls)
+        session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
+        session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
+        session.records = list(enumerate(stored.calls, start=1))
+        session._epochs = SessionEpochs.restored(stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]))
+        last_ok = next((c for c in reversed(stored.calls) if c.error is None), None)
+        if last_ok is not None:
+            inputs_ = session.inputs
+            session._previous = previous_request(
+                session.transcript, last_ok, rules=route.rules, session_id=session.id,
+                tools=inputs_.tool_specs, system=inputs_.system, docs=inputs_.docs,
+            )
+        last_spec = stored.stored.model_spec or record.model_spec
+        if last_spec is not None and last_spec != route.label:
+            session._log.model(route.label, f"resumed on {route.label} (was {last_spec})")
+        return session
+
+    def _setup(
+        self,
+        route: Route,
+        workspace: str | Path,
+        ledger: Ledger,
+        inputs: SessionInputs | None,
+        config: SessionConfig | None,
+        sink: EventSink,
+        context: Callable[[], dict[str, str]] | None,
+        price_table: PriceTable | None,
+        sleep: Sleep | None,
+        approve: ApprovalHook | None,
+        clock: Clock,
     ) -> None:
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
@@ -149,25 +208,21 @@ class Session:
         self.sink = sink
         self.price_table = price_table or PriceTable.default()
         self.sleep = sleep
+        self.clock = clock
         self._context = context or (lambda: workspace_context(self.workspace))
-        record = ledger.start_session(
-            self.config.run_id,
-            self.config.task_id,
-            backend=route.backend_name,
-            model=route.model,
-            label=self.config.label,
-            session_id=session_id,
-        )
-        self.id = record.id
-        self.projector = Projector(route.rules, session_id=self.id)
-        self.transcript = Transcript()
-        self.tool_context = ToolContext(workspace=self.workspace)
+        self.tool_context = ToolContext(workspace=self.workspace, approve=approve)
+
+    def _start(self, session_id: str, transcript: Transcript, log: TranscriptLog) -> None:
+        self.id = session_id
+        self.projector = Projector(self.route.rules, session_id=self.id)
+        self.transcript = transcript
+        self._log = log
         self.records: list[tuple[int, CallRecord]] = []
-        self.epochs: list[EpochLine] = []
+        self._epochs = SessionEpochs()
         self.extra_context: dict[str, str] = {}
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
-        self._previous: tuple[Prompt, float] | None = None
-        """The last successful request and when it was sent (wall clock), to explain the next one's misses."""
+        self._previous: PreviousRequest | None = None
+        """The last request that returned, to explain the next one's misses."""
         self._epoch_reason: str | None = None
 
     # ------------------------------------------------------------------ state
@@ -177,30 +232,54 @@ class Session:
         """Cost of the recorded calls that have a price (unpriced calls count as 0)."""
         return sum(r.cost_usd or 0.0 for _, r in self.records)
 
+    @property
+    def epochs(self) -> list[EpochLine]:
+        """The session's epochs so far (across resumes)."""
+        return self._epochs.lines
+
+    @property
+    def epoch_of_call(self) -> dict[str, int]:
+        """The session-wide epoch number of each recorded call, by call id."""
+        return self._epochs.by_call
+
+    @property
+    def approve(self) -> ApprovalHook | None:
+        """Asked before a tool changes anything (shell commands, file writes and edits)."""
+        return self.tool_context.approve
+
+    @approve.setter
+    def approve(self, hook: ApprovalHook | None) -> None:
+        self.tool_context = dataclasses.replace(self.tool_context, approve=hook)
+
     def emit(self, event: Any) -> None:
         self.sink(event)
+
+    def _append(self, message: UserMessage | AssistantMessage) -> None:
+        """Add a message to the transcript and store it in the ledger."""
+        transcript = self.transcript.append(message)  # checks the conversation rules first
+        self._log.message(message)
+        self.transcript = transcript
 
     def add_user_message(self, text: str) -> None:
         """Add the user's text as the next turn.
 
-        After a stop between a tool round and the next call, the transcript already ends with an
-        unsent user turn (the tool results): the text joins that turn, which has not been sent yet,
-        so no sent byte changes. If the last user turn was sent but got no reply (an empty answer),
-        a placeholder assistant turn keeps the roles alternating.
-        """
+        If the transcript ends with a user turn (the last reply never came: an empty answer, or a
+        stop nobody closed), that turn is closed first with a placeholder assistant turn, so roles
+        keep alternating and nothing already stored changes."""
         if not text.strip():
             raise ValueError("a user message needs some text")
-        block = TextBlock(text=text)
+        self.close_open_turn(NO_REPLY_NOTE)
+        self._append(UserMessage(content=(TextBlock(text=text),)))
+
+    def close_open_turn(self, note: str) -> bool:
+        """End a turn that stopped before the model answered (it was cancelled, failed, or a limit
+        stopped it after a tool round) with `note` as the assistant's turn, appended after all
+        that was sent, so the next user turn can follow. Returns whether there was one to close."""
         messages = self.transcript.messages
-        last = messages[-1] if messages else None
-        if isinstance(last, UserMessage):
-            sent = len(self._previous[0].messages) if self._previous is not None else 0
-            if len(messages) > sent and not last.context_blocks:
-                joined = UserMessage(content=last.content + (block,))
-                self.transcript = Transcript(messages=messages[:-1] + (joined,))
-                return
-            self.transcript = self.transcript.append(AssistantMessage(content=(TextBlock(text="(no reply)"),)))
-        self.transcript = self.transcript.append(UserMessage(content=(block,)))
+        if not messages or not isinstance(messages[-1], UserMessage):
+            return False
+        self._append(AssistantMessage(content=(TextBlock(text=note),)))
+        return True
 
     def switch_model(self, route: Route, reason: str = "model switched by the user") -> None:
         """Talk to another backend from the next call on. The next prompt starts a new epoch (caches
@@ -210,6 +289,7 @@ class Session:
         self.route.close()
         self.route = route
         self._epoch_reason = reason
+        self._log.model(route.label, reason)
 
     def close(self) -> None:
         self.route.close()
@@ -221,7 +301,7 @@ class Session:
 
     def _project(self) -> Prompt:
         context = {**self._context(), **self.extra_context}
-        prompt = self.projector.project(
+        return self.projector.project(
             model=self.route.model,
             tools=self.inputs.tool_specs,
             system=self.inputs.system,
@@ -231,55 +311,60 @@ class Session:
             rules=self.route.rules,
             epoch_reason=self._epoch_reason,
         )
-        self._epoch_reason = None
-        return prompt
 
     def call(self, step: int, policy: Policy, cancel: threading.Event | None = None) -> StepOutcome:
-        """Project, call with retries, record, then append the turn `policy` chooses."""
+        """Project, call with retries, record, then append the turn `policy` chooses. With
+        `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded)."""
+        reason = self._epoch_reason
         prompt = self._project()
+        self._epoch_reason = None
         route = self.route
-        if prompt.epoch_started:
-            epoch = prompt.epoch
-            self.epochs.append(EpochLine(number=epoch.number, reason=epoch.reason, model=route.label, first_step=step))
+        epoch = self._epochs.view(prompt, reason)
+        if epoch.started:
+            self._epochs.start(epoch, route.label, step)
             self.emit(EpochStarted(session_id=self.id, number=epoch.number, reason=epoch.reason,
-                                   changes=list(epoch.changes), model=route.label))
+                                   changes=epoch.changes, model=route.label))
         self.emit(CallStarted(session_id=self.id, step=step, model=route.label, prompt_tokens_estimate=prompt.total_tokens))
-
-        def on_text(text: str) -> None:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("cancelled while the model was answering")
-            self.emit(TextDelta(session_id=self.id, step=step, text=text))
+        guard = GuardedCall(
+            route.backend, cancel, lambda text: self.emit(TextDelta(session_id=self.id, step=step, text=text)),
+            name=f"hitrate-call-{step}",
+        )
 
         def on_retry(error: CallError, attempt: int, delay: float) -> None:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("cancelled while waiting to retry")
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
-        started_at = utc_now()
-        wall_start = time.time()
+        def attempt(number: int) -> CallResult:
+            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+
+        started_at = self.clock()
         clock_start = time.monotonic()
         try:
             result = call_with_retries(
-                lambda attempt: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text),
+                attempt,
                 self.config.retry,
-                sleep=self.sleep,
+                sleep=self.sleep if self.sleep is not None else cancellable_sleep(cancel),
                 on_retry=on_retry,
             )
         except CallError as error:
             suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
-            self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage)
+            self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
             raise
         except (Cancelled, KeyboardInterrupt) as exc:
-            self._record_failure(step, prompt, started_at, clock_start, f"cancelled: {exc}" if str(exc) else "cancelled", None)
+            message = f"cancelled: {exc}" if str(exc) else "cancelled"
+            self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
             raise Cancelled(str(exc) or "cancelled") from exc
 
-        explanation = self._explain(prompt, result, wall_start)
-        record = self._record(step, prompt, result, started_at, explanation)
+        explanation = self._explain(prompt, result, started_at)
+        record = self._record(step, prompt, result, started_at, explanation, epoch)
+        if prompt.tail is not None:
+            self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)
-        self._previous = (prompt, wall_start)
+        self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
         assistant = policy.decide(step, result)
         if assistant is not None:
-            self.transcript = self.transcript.append(assistant)
+            self._append(assistant)
             self.emit(
                 AssistantTurn(
                     session_id=self.id,
@@ -291,18 +376,8 @@ class Session:
             )
         return StepOutcome(result=result, prompt=prompt, record=record, explanation=explanation, assistant=assistant)
 
-    def _explain(self, prompt: Prompt, result: CallResult, wall_start: float) -> MissExplanation:
-        previous, sent_at = self._previous if self._previous is not None else (None, wall_start)
-        return explain_miss(
-            previous,
-            prompt,
-            seconds_since_previous=wall_start - sent_at,
-            previous_model=previous.model if previous is not None else prompt.model,
-            current_model=prompt.model,
-            rules=self.route.explain_rules,
-            reported_cache_read=result.usage.cache_read,
-            reported_prompt_tokens=result.usage.prompt_tokens,
-        )
+    def _explain(self, prompt: Prompt, result: CallResult, started_at: datetime) -> MissExplanation:
+        return explain_against(self._previous, prompt, started_at=started_at, rules=self.route.explain_rules, usage=result.usage)
 
     def _call_record(self, prompt: Prompt, started_at: datetime, **fields: Any) -> CallRecord:
         """A ledger row for a call of `prompt`, with what every row of this session carries."""
@@ -322,7 +397,7 @@ class Session:
         )
 
     def _record(
-        self, step: int, prompt: Prompt, result: CallResult, started_at: datetime, explanation: MissExplanation
+        self, step: int, prompt: Prompt, result: CallResult, started_at: datetime, explanation: MissExplanation, epoch: EpochView
     ) -> CallRecord:
         breakdown = cost(result.usage, prompt.model, started_at, self.price_table)
         missed = explanation.reason != "hit"
@@ -338,13 +413,11 @@ class Session:
             miss_tokens=explanation.tokens_missed if missed else 0,
             miss_cost_usd=_miss_cost(explanation, result.usage, breakdown) if missed else 0.0,
         )
-        record = self._store(step, prompt, record, stop_reason=result.stop_reason)
-        if prompt.epoch_started and self.epochs and self.epochs[-1].first_step == step:
-            self.epochs[-1] = self.epochs[-1].model_copy(update={"miss_tokens": record.miss_tokens, "miss_cost_usd": record.miss_cost_usd})
-        return record
+        return self._store(step, record, stop_reason=result.stop_reason, epoch=epoch)
 
     def _record_failure(
-        self, step: int, prompt: Prompt, started_at: datetime, clock_start: float, error: str, partial: dict[str, Any] | None
+        self, step: int, prompt: Prompt, started_at: datetime, clock_start: float, error: str,
+        partial: dict[str, Any] | None, epoch: EpochView,
     ) -> None:
         record = self._call_record(
             prompt,
@@ -354,19 +427,21 @@ class Session:
             raw_usage=partial,
             error=error,
         )
-        self._store(step, prompt, record, stop_reason=None)
+        self._store(step, record, stop_reason=None, epoch=epoch)
 
-    def _store(self, step: int, prompt: Prompt, record: CallRecord, *, stop_reason: str | None) -> CallRecord:
+    def _store(self, step: int, record: CallRecord, *, stop_reason: str | None, epoch: EpochView) -> CallRecord:
         """Write the row (and the price snapshot it names) to the ledger, keep it for the summary,
         and announce it."""
         record = self.ledger.record_call(record, price_table=self.price_table)
         self.records.append((step, record))
+        self._epochs.record(record, epoch)
         self.emit(
             CallRecorded(
                 session_id=self.id,
                 step=step,
                 call_id=record.id,
                 model=self.route.label,
+                started_at=record.started_at,
                 usage=record.usage,
                 cost_usd=record.cost_usd,
                 miss_reason=record.miss_reason,
@@ -376,7 +451,7 @@ class Session:
                 latency_s=record.latency_s,
                 stop_reason=stop_reason,
                 error=record.error,
-                epoch=prompt.epoch.number,
+                epoch=epoch.number,
             )
         )
         return record
@@ -386,9 +461,11 @@ class Session:
     def run_tools(self, step: int, assistant: AssistantMessage, cancel: threading.Event | None = None) -> UserMessage:
         """Run the turn's tool calls in order and append their results as the next user turn.
 
-        If the session is cancelled part-way, the calls not yet run are answered with an error
-        result, so the transcript stays valid (every call answered) and can be continued.
+        `cancel` reaches the tools (a running shell command stops when it is set). If the session
+        is cancelled part-way, the calls not yet run are answered with an error result, so the
+        transcript stays valid (every call answered) and can be continued.
         """
+        context = self.tool_context if cancel is None else dataclasses.replace(self.tool_context, cancel=cancel)
         results: list[ToolResultBlock] = []
         interrupted: BaseException | None = None
         for call in assistant.tool_calls:
@@ -399,7 +476,7 @@ class Session:
                 continue
             self.emit(ToolCallStarted(session_id=self.id, step=step, call_id=call.call_id, name=call.name, arguments=call.arguments))
             try:
-                outcome = self.inputs.tools.execute(call.name, call.arguments, self.tool_context)
+                outcome = self.inputs.tools.execute(call.name, call.arguments, context)
             except KeyboardInterrupt as exc:
                 interrupted = exc
                 results.append(ToolResultBlock(call_id=call.call_id, content="interrupted by the user", is_error=True))
@@ -408,24 +485,11 @@ class Session:
             self.emit(
                 ToolCallFinished(
                     session_id=self.id, step=step, call_id=call.call_id, name=call.name, is_error=outcome.is_error,
-                    content=outcome.content, metadata=_jsonable(outcome.metadata),
+                    content=outcome.content, metadata=jsonable_metadata(outcome.metadata),
                 )
             )
         message = UserMessage(content=tuple(results))
-        self.transcript = self.transcript.append(message)
+        self._append(message)
         if interrupted is not None:
             raise Cancelled("cancelled while tools were running") from interrupted
         return message
-
-
-def _jsonable(value: dict[str, Any]) -> dict[str, Any]:
-    """Tool metadata for an event: JSON-safe values only (paths and the like as strings)."""
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        if isinstance(item, (str, int, float, bool)) or item is None:
-            out[key] = item
-        elif isinstance(item, (list, tuple)) and all(isinstance(i, (str, int, float, bool)) for i in item):
-            out[key] = list(item)
-        else:
-            out[key] = str(item)
-    return out

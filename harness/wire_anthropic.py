@@ -25,6 +25,7 @@ from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
     CallResult,
+    InFlight,
     PlannedMarks,
     RenderReport,
     StreamTimer,
@@ -265,9 +266,14 @@ class AnthropicBackend:
             default_headers=extra_headers or None,
         )
         self.last_report: RenderReport | None = None
+        self._inflight = InFlight()
 
     def close(self) -> None:
         self._client.close()
+
+    def abort(self) -> None:
+        """Stop the calls open now (another thread's user pressed cancel)."""
+        self._inflight.abort()
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
@@ -282,33 +288,37 @@ class AnthropicBackend:
         response_id: str | None = None
         request_id: str | None = None
         collected = _Collected()
-        try:
-            stream = self._client.messages.create(**body, stream=True)
-            request_id = stream.response.headers.get("request-id")
-            with stream:
-                for event in stream:
-                    kind = event.type
-                    if kind == "message_start":
-                        message = event.message
-                        start_usage = _dict(message.usage)
-                        model = message.model or model
-                        response_id = message.id
-                    elif kind == "content_block_start":
-                        timer.content_arrived()
-                        collected.start(event.index, _dict(event.content_block))
-                    elif kind == "content_block_delta":
-                        timer.content_arrived()
-                        text = collected.delta(event.index, _dict(event.delta))
-                        if text and on_text is not None:
-                            on_text(text)
-                    elif kind == "message_delta":
-                        stop_raw = event.delta.stop_reason or stop_raw
-                        delta_usage = _dict(event.usage)
-        except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
-            error = stream_error(exc, where=where, request_id=request_id, partial_usage=start_usage)
-            if error is exc:
-                raise
-            raise error from exc
+        with self._inflight.track() as tracked:
+            try:
+                stream = self._client.messages.create(**body, stream=True)
+                request_id = stream.response.headers.get("request-id")
+                with stream:
+                    tracked.attach(stream.response)
+                    for event in stream:
+                        tracked.check()
+                        kind = event.type
+                        if kind == "message_start":
+                            message = event.message
+                            start_usage = _dict(message.usage)
+                            model = message.model or model
+                            response_id = message.id
+                        elif kind == "content_block_start":
+                            timer.content_arrived()
+                            collected.start(event.index, _dict(event.content_block))
+                        elif kind == "content_block_delta":
+                            timer.content_arrived()
+                            text = collected.delta(event.index, _dict(event.delta))
+                            if text and on_text is not None:
+                                on_text(text)
+                        elif kind == "message_delta":
+                            stop_raw = event.delta.stop_reason or stop_raw
+                            delta_usage = _dict(event.usage)
+                    tracked.check()
+            except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
+                error = stream_error(exc, where=where, request_id=request_id, partial_usage=start_usage)
+                if error is exc:
+                    raise
+                raise error from exc
         latency = timer.elapsed()
         if not start_usage and not delta_usage:
             raise CallError(f"{where}: the stream ended without usage (no message_start)", kind="bad_response",

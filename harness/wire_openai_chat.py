@@ -29,6 +29,7 @@ from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
     CallResult,
+    InFlight,
     PlannedMarks,
     RenderReport,
     StreamTimer,
@@ -275,9 +276,14 @@ class OpenAIChatBackend:
         # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
         self.last_report: RenderReport | None = None
+        self._inflight = InFlight()
 
     def close(self) -> None:
         self._client.close()
+
+    def abort(self) -> None:
+        """Stop the calls open now (another thread's user pressed cancel)."""
+        self._inflight.abort()
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
@@ -296,28 +302,32 @@ class OpenAIChatBackend:
         model = prompt.model
         response_id: str | None = None
         request_id: str | None = None
-        try:
-            stream = self._client.chat.completions.create(**request)
-            request_id = stream.response.headers.get("x-request-id")
-            with stream:
-                for chunk in stream:
-                    response_id = response_id or chunk.id
-                    model = chunk.model or model
-                    extra = chunk.model_extra or {}
-                    if chunk.usage is not None:
-                        raw_usage = chunk.usage.to_dict(mode="json")
-                    if isinstance(extra.get("timings"), dict):
-                        timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
-                    for choice in chunk.choices:
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
-                        if choice.delta is not None:
-                            reply.add(choice.delta, timer, on_text)
-        except (CallError, openai.OpenAIError, httpx2.TransportError) as exc:
-            error = stream_error(exc, where=where, request_id=request_id)
-            if error is exc:
-                raise
-            raise error from exc
+        with self._inflight.track() as tracked:
+            try:
+                stream = self._client.chat.completions.create(**request)
+                request_id = stream.response.headers.get("x-request-id")
+                with stream:
+                    tracked.attach(stream.response)
+                    for chunk in stream:
+                        tracked.check()
+                        response_id = response_id or chunk.id
+                        model = chunk.model or model
+                        extra = chunk.model_extra or {}
+                        if chunk.usage is not None:
+                            raw_usage = chunk.usage.to_dict(mode="json")
+                        if isinstance(extra.get("timings"), dict):
+                            timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
+                        for choice in chunk.choices:
+                            if choice.finish_reason:
+                                finish = choice.finish_reason
+                            if choice.delta is not None:
+                                reply.add(choice.delta, timer, on_text)
+                    tracked.check()
+            except (CallError, openai.OpenAIError, httpx2.TransportError) as exc:
+                error = stream_error(exc, where=where, request_id=request_id)
+                if error is exc:
+                    raise
+                raise error from exc
         latency = timer.elapsed()
         try:
             usage = normalize_usage(raw_usage, self.quirks, model, timings)

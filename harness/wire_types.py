@@ -10,8 +10,12 @@ rendering (placing the planned cache marks) and streaming (timing the reply) liv
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
-from typing import Any, Callable, Literal, Protocol
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -101,7 +105,7 @@ class Backend(Protocol):
     """A model behind one wire API. `call` is one attempt; retries wrap it from outside."""
 
     wire: str
-    """"anthropic_messages" or "openai_chat"."""
+    """"anthropic_messages", "openai_chat" or "openai_responses"."""
     model: str
     label: str
     """The model spec as the user wrote it (what the ledger calls the backend)."""
@@ -109,6 +113,87 @@ class Backend(Protocol):
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Abortable(Protocol):
+    """A backend whose open calls another thread can stop (the SDK backends; fakes need not be)."""
+
+    def abort(self) -> None:
+        """Stop every call this backend has open now; each raises a CallError in its own thread."""
+        ...
+
+
+class OpenCall:
+    """One call a backend has open: its HTTP response once the headers arrived, and whether another
+    thread asked it to stop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self.aborted = False
+
+    def attach(self, response: Any) -> None:
+        """Remember the call's streamed response; stop at once if it was aborted while waiting."""
+        with self._lock:
+            self._response = response
+            aborted = self.aborted
+        if aborted:
+            _shut_down(response)
+        self.check()
+
+    def check(self) -> None:
+        if self.aborted:
+            raise CallError("the call was stopped before it finished", kind="connection")
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            response = self._response
+        if response is not None:
+            _shut_down(response)
+
+
+def _shut_down(response: Any) -> None:
+    """Wake the thread reading `response` and tell the server to stop. Closing the response from
+    another thread is not enough: on Linux, closing a socket leaves a recv() blocked on it waiting,
+    while shutting it down ends that recv at once. The plain-socket method is called even on a TLS
+    socket, whose own `shutdown` would tear down TLS state the reading thread still uses."""
+    extensions = getattr(response, "extensions", None) or {}
+    stream = extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed
+
+
+class InFlight:
+    """The calls a backend has open, so that `abort` (from any thread) can stop them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[OpenCall] = set()
+
+    @contextmanager
+    def track(self) -> Iterator[OpenCall]:
+        call = OpenCall()
+        with self._lock:
+            self._open.add(call)
+        try:
+            yield call
+        finally:
+            with self._lock:
+                self._open.discard(call)
+
+    def abort(self) -> int:
+        """Stop every open call; returns how many there were."""
+        with self._lock:
+            calls = list(self._open)
+        for call in calls:
+            call.abort()
+        return len(calls)
 
 
 def map_stop_reason(raw: str | None) -> StopReason:

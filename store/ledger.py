@@ -1,9 +1,15 @@
-"""The SQLite ledger: one row per model call, plus runs, tasks, sessions and price snapshots.
+"""The SQLite ledger: one row per model call, plus runs, tasks, sessions, their transcripts and
+price snapshots.
 
 Several processes (parallel eval workers, a TUI and a headless run) may write one file at once.
 The file is in WAL mode, every write takes the write lock up front (BEGIN IMMEDIATE) and waits
 for it up to `timeout_s`, and rows are plain INSERTs keyed by unique ids, so concurrent writers
 neither lose nor duplicate rows; a repeated id is an error, never a silent overwrite.
+
+Within one process, a `Ledger` may be shared by several threads (a UI thread and the worker
+threads that run agent turns). They share one connection: a transaction belongs to the whole
+connection, so each transaction, and each read, holds the ledger's lock while it runs. A second
+thread's write therefore waits for the first one's commit instead of joining its transaction.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -24,7 +31,7 @@ from sqlite_utils import Database
 from hitrate.store.cost import UsageTotals, aggregate, cost
 from hitrate.store.ledger_schema import USAGE_COLUMNS, migrate, user_version
 from hitrate.store.prices import PriceTable
-from hitrate.store.records import CallRecord, RunRecord, SessionRecord, TaskRecord, utc_now
+from hitrate.store.records import CallRecord, MessageRecord, RunRecord, SessionRecord, TaskRecord, utc_now
 from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, Usage
 
 ENV_DB = "HITRATE_DB"
@@ -68,13 +75,17 @@ class Ledger:
         self.path = Path(path) if path is not None else default_ledger_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: this class opens and closes every transaction itself.
-        conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None)
+        # check_same_thread=False: the connection is shared by this process's threads, each use
+        # serialised by `_lock` (see the module docstring).
+        conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         self._enable_wal(conn)
         # NORMAL is durable in WAL mode except for the last commits on power loss; it spares an
         # fsync per commit, which is what makes thousands of single-row commits a second possible.
         conn.execute("PRAGMA synchronous = NORMAL")
         self.db = Database(conn)
+        # Re-entrant: a thread inside `transaction()` calls methods that take the lock again.
+        self._lock = threading.RLock()
         self._saved_snapshots: set[str] = set()
         try:
             migrate(self.db)
@@ -91,7 +102,8 @@ class Ledger:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        self.db.conn.close()
+        with self._lock:
+            self.db.conn.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -101,24 +113,35 @@ class Ledger:
 
     @property
     def schema_version(self) -> int:
-        return user_version(self.db)
+        with self._lock:
+            return user_version(self.db)
 
     @contextmanager
     def transaction(self) -> Iterator[Ledger]:
         """Group writes into one transaction (much faster for many rows). Re-entrant: writes
-        inside join the outer transaction; all of it is committed or rolled back together."""
-        conn = self.db.conn
-        if conn.in_transaction:
-            yield self
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self
-        except BaseException:
-            conn.execute("ROLLBACK")
-            self._saved_snapshots.clear()  # a snapshot stored in this transaction is gone too
-            raise
-        conn.execute("COMMIT")
+        inside join the outer transaction; all of it is committed or rolled back together.
+        Other threads' reads and writes wait until it ends."""
+        with self._lock:
+            conn = self.db.conn
+            if conn.in_transaction:
+                yield self
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self
+            except BaseException:
+                conn.execute("ROLLBACK")
+                self._saved_snapshots.clear()  # a snapshot stored in this transaction is gone too
+                raise
+            conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        """Rows of one read as dicts, read whole while the lock is held (a lazy cursor would
+        outlive it)."""
+        with self._lock:
+            cursor = self.db.conn.execute(sql, tuple(params))
+            columns = [d[0] for d in cursor.description]
+            return [dict(zip(columns, values, strict=True)) for values in cursor.fetchall()]
 
     # ---- runs, tasks, sessions ---------------------------------------------------------------
 
@@ -173,9 +196,12 @@ class Ledger:
         model: str | None = None,
         label: str | None = None,
         session_id: str | None = None,
+        workspace: str | None = None,
+        model_spec: str | None = None,
     ) -> SessionRecord:
         session = SessionRecord(
-            run_id=run_id, task_id=task_id, backend=backend, model=model, label=label, **({"id": session_id} if session_id else {})
+            run_id=run_id, task_id=task_id, backend=backend, model=model, label=label, workspace=workspace,
+            model_spec=model_spec, **({"id": session_id} if session_id else {})
         )
         with self.transaction():
             self.db["sessions"].insert({**session.model_dump(), "started_at": _iso(session.started_at)})
@@ -191,15 +217,49 @@ class Ledger:
         return SessionRecord(**self._get("sessions", session_id))
 
     def runs(self) -> list[RunRecord]:
-        return [_run_from_row(r) for r in self.db.query("SELECT * FROM runs ORDER BY started_at, id")]
+        return [_run_from_row(r) for r in self._query("SELECT * FROM runs ORDER BY started_at, id")]
 
     def tasks(self, run_id: str | None = None) -> list[TaskRecord]:
         where, params = _where({"run_id": run_id})
-        return [_task_from_row(r) for r in self.db.query(f"SELECT * FROM tasks {where} ORDER BY started_at, id", params)]
+        return [_task_from_row(r) for r in self._query(f"SELECT * FROM tasks {where} ORDER BY started_at, id", params)]
 
-    def sessions(self, run_id: str | None = None) -> list[SessionRecord]:
+    def sessions(self, run_id: str | None = None, *, with_messages: bool = False) -> list[SessionRecord]:
+        """Sessions in the order they started; `with_messages`: only those with a stored transcript."""
         where, params = _where({"run_id": run_id})
-        return [SessionRecord(**r) for r in self.db.query(f"SELECT * FROM sessions {where} ORDER BY started_at, id", params)]
+        if with_messages:
+            has = "id IN (SELECT DISTINCT session_id FROM messages)"
+            where = f"{where} AND {has}" if where else f"WHERE {has}"
+        return [SessionRecord(**r) for r in self._query(f"SELECT * FROM sessions {where} ORDER BY started_at, rowid", params)]
+
+    # ---- transcripts -------------------------------------------------------------------------
+
+    def append_message(self, message: MessageRecord) -> MessageRecord:
+        """Store one transcript entry (its own transaction, unless inside `transaction()`). The
+        body must be JSON text; an entry already stored at that position is an error, never
+        overwritten."""
+        try:
+            json.loads(message.body)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"message {message.seq} of session {message.session_id} is not JSON: {exc}") from exc
+        try:
+            with self.transaction():
+                self.db.conn.execute(
+                    "INSERT INTO messages (session_id, seq, kind, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
+                    (message.session_id, message.seq, message.kind, message.body, _iso(message.recorded_at)),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise sqlite3.IntegrityError(
+                f"session {message.session_id} already has a message {message.seq} in {self.path} "
+                "(is the session open in another process?)"
+            ) from exc
+        return message
+
+    def messages(self, session_id: str, *, kind: str | None = None, limit: int | None = None) -> list[MessageRecord]:
+        """A session's stored transcript entries in order (only those of `kind`, the first `limit`)."""
+        where, params = _where({"session_id": session_id, "kind": kind})
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        rows = self._query(f"SELECT * FROM messages {where} ORDER BY seq{tail}", params)
+        return [MessageRecord(**r) for r in rows]
 
     # ---- calls -------------------------------------------------------------------------------
 
@@ -232,11 +292,12 @@ class Ledger:
     ) -> list[CallRecord]:
         """Calls matching every given filter, in the order they started."""
         where, params = _where({"session_id": session_id, "run_id": run_id, "task_id": task_id, "model": model})
-        rows = self.db.query(f"SELECT * FROM calls {where} ORDER BY started_at, id", params)
+        # rowid breaks ties in the order the rows were written (a session's calls are sequential).
+        rows = self._query(f"SELECT * FROM calls {where} ORDER BY started_at, rowid", params)
         return [_call_from_row(r) for r in rows]
 
     def count_calls(self) -> int:
-        return int(self.db.conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        return int(self._query("SELECT COUNT(*) AS n FROM calls")[0]["n"])
 
     # ---- price snapshots -----------------------------------------------------------------------
 
@@ -272,8 +333,7 @@ class Ledger:
     def totals(self, *, session_id: str | None = None, run_id: str | None = None, task_id: str | None = None) -> UsageTotals:
         """Totals over the calls matching the filters (all calls if none given)."""
         where, params = _where({"session_id": session_id, "run_id": run_id, "task_id": task_id})
-        row = next(self.db.query(f"SELECT {_SUMMARY_SELECT} FROM calls {where}", params))
-        return _totals_from_row(row)
+        return _totals_from_row(self._query(f"SELECT {_SUMMARY_SELECT} FROM calls {where}", params)[0])
 
     def summarize(self, by: GroupBy = "session", *, run_id: str | None = None) -> list[GroupSummary]:
         """Totals per session / run / task / model / backend, in order of first call."""
@@ -287,13 +347,13 @@ class Ledger:
         )
         labels: dict[str, tuple[str | None, str | None]] = {}
         if by == "run":
-            labels = {r["id"]: (r["label"], r["status"]) for r in self.db.query("SELECT id, label, status FROM runs")}
+            labels = {r["id"]: (r["label"], r["status"]) for r in self._query("SELECT id, label, status FROM runs")}
         elif by == "task":
-            labels = {r["id"]: (r["name"], r["outcome"]) for r in self.db.query("SELECT id, name, outcome FROM tasks")}
+            labels = {r["id"]: (r["name"], r["outcome"]) for r in self._query("SELECT id, name, outcome FROM tasks")}
         elif by == "session":
-            labels = {r["id"]: (r["label"], None) for r in self.db.query("SELECT id, label FROM sessions")}
+            labels = {r["id"]: (r["label"], None) for r in self._query("SELECT id, label FROM sessions")}
         out = []
-        for row in self.db.query(sql, params):
+        for row in self._query(sql, params):
             label, outcome = labels.get(row["grp"], (None, None))
             out.append(
                 GroupSummary(
@@ -323,12 +383,10 @@ class Ledger:
         self._saved_snapshots.add(table.id)
 
     def _get(self, table: str, key: str) -> dict[str, Any]:
-        row = self.db.conn.execute(f"SELECT * FROM {table} WHERE id = ?", (key,))
-        columns = [d[0] for d in row.description]
-        values = row.fetchone()
-        if values is None:
+        rows = self._query(f"SELECT * FROM {table} WHERE id = ?", (key,))
+        if not rows:
             raise KeyError(f"no {_row_noun(table)} with id {key!r} in {self.path}")
-        return dict(zip(columns, values, strict=True))
+        return rows[0]
 
     def _update(self, table: str, key: str, changes: dict[str, Any]) -> None:
         sets = ", ".join(f"{column} = ?" for column in changes)

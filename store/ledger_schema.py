@@ -109,10 +109,26 @@ def _v3_call_sections(db: Database) -> None:
     db["calls"].add_column("sections_json", str)
 
 
+def _v4_session_messages(db: Database) -> None:
+    # A session is resumable from the ledger alone: its transcript is stored as it grows, one row
+    # per entry, in order (`seq` from 0). Rows are only ever inserted, so a crash loses nothing
+    # already written and a second writer of the same entry is refused by the primary key.
+    db["messages"].create(
+        {"session_id": str, "seq": int, "kind": str, "body": str, "recorded_at": str},
+        pk=("session_id", "seq"),
+        not_null={"session_id", "seq", "kind", "body", "recorded_at"},
+    )
+    # What a resume needs besides the transcript: where the session worked and the model spec
+    # it started with (the `model` column holds only the wire name). NULL for older sessions.
+    db["sessions"].add_column("workspace", str)
+    db["sessions"].add_column("model_spec", str)
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     _v1_tables,
     _v2_eval_tags_and_indexes,
     _v3_call_sections,
+    _v4_session_messages,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,4 +1,4 @@
-"""Rows of the ledger as pydantic models: runs, tasks, sessions and model calls."""
+"""Rows of the ledger as pydantic models: runs, tasks, sessions, model calls and transcript entries."""
 
 from __future__ import annotations
 
@@ -155,3 +155,24 @@ class SessionRecord(BaseModel):
     backend: str | None = None
     model: str | None = None
     label: str | None = None
+    workspace: str | None = None
+    """The folder the session worked in (None for sessions recorded before it was stored)."""
+    model_spec: str | None = None
+    """The model spec the session started with, as the user would type it again."""
+
+
+class MessageRecord(BaseModel):
+    """One entry of a session's stored transcript. The store keeps `body` as opaque JSON text; the
+    harness decides what the kinds mean."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str = Field(min_length=1)
+    seq: int = Field(ge=0)
+    """Position in the session's transcript, from 0, without gaps."""
+    kind: str = Field(min_length=1)
+    """What `body` holds, e.g. "user" / "assistant" (a message), "context" (a block added to the
+    message before it once sent), "model" (the session moved to another model)."""
+    body: str
+    """The entry as JSON text, stored byte for byte."""
+    recorded_at: AwareDatetime = Field(default_factory=utc_now)

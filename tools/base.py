@@ -10,6 +10,7 @@ workspace moves.
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -72,13 +73,21 @@ class ToolLimits(BaseModel):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Per-run state a tool needs: the workspace, the optional approval hook, limits, environment."""
+    """Per-run state a tool needs: the workspace, the optional approval hook, limits, environment,
+    and the event that says the user stopped the run."""
 
     workspace: Path
     approve: ApprovalHook | None = None
     limits: ToolLimits = field(default_factory=ToolLimits)
     # Base environment for shell commands before scrubbing; None means the process environment.
     env: Mapping[str, str] | None = None
+    # Set by another thread when the user cancels: a long-running tool (the shell) polls it and
+    # stops early instead of running to its timeout.
+    cancel: threading.Event | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
     @cached_property
     def sandbox(self) -> Sandbox:

@@ -1,10 +1,11 @@
 """shell: run one command in the workspace, bounded in time and output, without the user's secrets.
 
-The command runs in a new session (so a new process group). On timeout the whole group gets
-SIGTERM, then SIGKILL after a grace period: killing only the shell would leave its children running
-and holding the output pipe open, which is how a `sleep 1000 &` hangs naive harnesses. When the
-command finishes normally, whatever it left running in its group is killed too, so no call leaks
-processes into the next one.
+The command runs in a new session (so a new process group). On timeout, or as soon as the user
+cancels (the context's cancel event, polled while the command runs), the whole group gets SIGTERM,
+then SIGKILL after a grace period: killing only the shell would leave its children running and
+holding the output pipe open, which is how a `sleep 1000 &` hangs naive harnesses. When the command
+finishes normally, whatever it left running in its group is killed too, so no call leaks processes
+into the next one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from typing import Mapping
@@ -131,6 +133,7 @@ class CommandOutcome:
     timed_out: bool
     output_bytes: int
     cut_bytes: int
+    cancelled: bool = False
 
 
 def _leader_exited(proc: subprocess.Popen[bytes]) -> bool:
@@ -160,6 +163,7 @@ def run_command(
     timeout_s: float,
     max_output_bytes: int,
     kill_grace_s: float = 2.0,
+    cancel: threading.Event | None = None,
 ) -> CommandOutcome:
     shell = shutil.which("bash") or "/bin/sh"
     try:
@@ -181,6 +185,7 @@ def run_command(
     output = CappedOutput(max_output_bytes)
     deadline = time.monotonic() + timeout_s
     timed_out = False
+    cancelled = False
     kill_at: float | None = None
     drain_until: float | None = None
     try:
@@ -192,8 +197,12 @@ def run_command(
                 if drain_until is None and _leader_exited(proc):
                     _signal_group(pgid, signal.SIGKILL)  # leftovers of a finished (or killed) command
                     drain_until = now + DRAIN_AFTER_EXIT_S
-                elif drain_until is None and not timed_out and now >= deadline:
+                elif drain_until is None and not (timed_out or cancelled) and now >= deadline:
                     timed_out = True
+                    _signal_group(pgid, signal.SIGTERM)
+                    kill_at = now + kill_grace_s
+                elif drain_until is None and not (timed_out or cancelled) and cancel is not None and cancel.is_set():
+                    cancelled = True
                     _signal_group(pgid, signal.SIGTERM)
                     kill_at = now + kill_grace_s
                 if kill_at is not None and now >= kill_at:
@@ -228,6 +237,7 @@ def run_command(
         timed_out=timed_out,
         output_bytes=output.total,
         cut_bytes=output.cut_bytes,
+        cancelled=cancelled,
     )
 
 
@@ -274,22 +284,26 @@ class ShellTool(Tool[ShellArgs]):
             timeout_s=timeout,
             max_output_bytes=ctx.limits.output_max_chars,
             kill_grace_s=ctx.limits.shell_kill_grace_s,
+            cancel=ctx.cancel,
         )
         text = outcome.output if outcome.output else "(no output)\n"
         if not text.endswith("\n"):
             text += "\n"
         if outcome.timed_out:
             text += f"[timed out after {timeout:g} s: the command and every process it started were killed]"
+        elif outcome.cancelled:
+            text += "[cancelled by the user: the command and every process it started were stopped]"
         elif outcome.exit_code is not None and outcome.exit_code < 0:
             text += f"[killed by signal {_signal_name(-outcome.exit_code)}]"
         else:
             text += f"[exit code {outcome.exit_code}]"
         return ToolResult(
             content=text,
-            is_error=outcome.timed_out,
+            is_error=outcome.timed_out or outcome.cancelled,
             metadata={
                 "exit_code": outcome.exit_code,
                 "timed_out": outcome.timed_out,
+                "cancelled": outcome.cancelled,
                 "output_bytes": outcome.output_bytes,
                 "cut_bytes": outcome.cut_bytes,
                 "scrubbed_env": removed,

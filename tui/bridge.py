@@ -1,14 +1,13 @@
 """Turns the harness's agent events into the app's typed messages.
 
 The bridge is the agent's event sink: it is called on the worker thread, keeps a little state
-(which steps already streamed text, when each call started) and only ever calls `post`.
+(which steps already streamed text) and only ever calls `post`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -41,13 +40,11 @@ def parse_arguments(arguments: str) -> dict[str, Any]:
 class EventBridge:
     """An `EventSink` for one agent turn."""
 
-    def __init__(self, post: Callable[[msg.AgentMessage], None], backend: str, model: str, clock: Callable[[], datetime]) -> None:
+    def __init__(self, post: Callable[[msg.AgentMessage], None], backend: str, model: str) -> None:
         self._post = post
         self._backend = backend
         # Events name the model by its spec label; figures use the wire name, like the ledger.
         self._model = model
-        self._clock = clock
-        self._started: dict[int, datetime] = {}
         self._streamed_steps: set[int] = set()
         self.outcome: str | None = None
 
@@ -56,8 +53,6 @@ class EventBridge:
             self._streamed_steps.add(event.step)
             self._post(msg.TextDelta(event.text))
         elif isinstance(event, ev.CallStarted):
-            # The sink runs just before the request goes out: the TTL clock's anchor.
-            self._started[event.step] = self._clock()
             self._post(msg.CallStarting(event.step, event.model, event.prompt_tokens_estimate))
         elif isinstance(event, ev.CallRetrying):
             self._streamed_steps.discard(event.step)
@@ -80,12 +75,11 @@ class EventBridge:
             self._post(msg.TurnEnded(self.outcome, detail))
 
     def _figure(self, event: ev.CallRecorded) -> CallFigure:
-        started = getattr(event, "started_at", None) or self._started.get(event.step) or self._clock()
         return CallFigure(
             number=0,
             backend=self._backend,
             model=self._model,
-            started_at=started,
+            started_at=event.started_at,  # the request's start: the TTL countdown's anchor
             usage=event.usage,
             cost_usd=event.cost_usd,
             ttft_s=event.ttft_s,

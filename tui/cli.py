@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from hitrate.harness.agent import AgentLimits
+from hitrate.harness.cli import add_command
 from hitrate.harness.defaults import default_model
 from hitrate.harness.models import ModelSpecError
 from hitrate.harness.session import SessionConfig
@@ -17,7 +18,19 @@ EXIT_USAGE = 2
 
 
 def register(app: typer.Typer) -> None:
-    app.command("tui")(tui_command)
+    add_command(app, "tui", tui_command)
+
+
+def _resumed_spec(db: Optional[Path], session_id: str) -> str | None:
+    """The model a session to resume last used, so it goes on where its cache is."""
+    from hitrate.harness.resume import last_model_spec
+    from hitrate.store.ledger import Ledger, default_ledger_path
+
+    path = db or default_ledger_path()
+    if not path.is_file():
+        return None
+    with Ledger(path) as ledger:
+        return last_model_spec(ledger, session_id)
 
 
 def _fail(message: str) -> None:
@@ -40,9 +53,10 @@ def tui_command(
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
 ) -> None:
-    """Work with the agent interactively and watch the prompt cache: every call's read / write /
-    fresh / output tokens, the session's cost and Σ-hit ratio, how long the cached prefix stays
-    warm, and why any call missed. /help inside lists the commands."""
+    """Work with the agent interactively and watch the prompt cache.
+
+    Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
+    the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
     # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
@@ -51,7 +65,7 @@ def tui_command(
     if not ws.is_dir():
         _fail(f"workspace {ws} is not a directory")
     try:
-        spec = model or default_model()
+        spec = model or (_resumed_spec(db, resume) if resume is not None else None) or default_model()
         if spec.startswith("local/"):
             typer.echo(f"loading {spec} …", err=True)
         link = HarnessLink(

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from hitrate.evals import cli_eval, cli_merge
-from hitrate.evals.demo import BANNER, run_demo
+from hitrate.evals.demo import BANNER, ILLUSTRATION_MODEL, run_demo
 from hitrate.evals.report import build_report
 from hitrate.evals.runner import run_eval
 from hitrate.evals.settings import EvalSettings, RouterRoutes
@@ -116,7 +116,13 @@ def test_demo_compares_layouts_offline(tmp_path, monkeypatch, model_dir):
     assert text.startswith(BANNER.splitlines()[0]) and "not a measure of model quality" in text
     assert result.ok and set(result.runs) == {"cache-aware", "naive"}
     assert "tokens per bucket" in text and "cache-aware vs naive on the same 2 tasks" in text
+    # The report itself is priced as the illustration model: costs shown, never "unknown price".
+    assert f"costs priced as {ILLUSTRATION_MODEL}" in text and "unknown price" not in text
+    assert f"miss reasons (costs priced as {ILLUSTRATION_MODEL})" in text
     aware, naive = result.figures["cache-aware"], result.figures["naive"]
+    assert f"${aware.illustrative_cost_usd:,.4f}" in text and f"${naive.illustrative_cost_usd:,.4f}" in text
+    with Ledger(tmp_path / "demo.db") as ledger:  # the engine's rows stay unpriced
+        assert all(c.cost_usd is None for c in ledger.calls())
     assert aware.cache_read > naive.cache_read and aware.illustrative_cost_usd < naive.illustrative_cost_usd
     assert result.saving is not None and 0 < result.saving < 1
     assert f"costs {result.saving:.0%} less" in text

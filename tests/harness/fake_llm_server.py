@@ -1,5 +1,5 @@
-"""A small recording HTTP server on 127.0.0.1 that speaks just enough Anthropic Messages and OpenAI Chat
-Completions for the real SDKs: it stores every request body byte for byte and answers from a script
+"""A small recording HTTP server on 127.0.0.1 that speaks just enough Anthropic Messages, OpenAI Chat
+Completions and OpenAI Responses for the real SDKs: it stores every request body byte for byte and answers from a script
 of canned replies (streamed as SSE, the way each API streams), error statuses, hangs and broken
 streams. Tests only.
 """
@@ -26,8 +26,12 @@ class Reply:
     """The usage payload to report; a per-API default when None. For Anthropic, the prompt counts go in
     message_start and `output_tokens` in message_delta."""
     reasoning: str = ""
-    """OpenAI-style `reasoning_content` deltas (DeepSeek)."""
+    """OpenAI-style `reasoning_content` deltas (DeepSeek); on Responses, the reasoning summary text."""
+    reasoning_encrypted: str = ""
+    """Responses: a reasoning item with this `encrypted_content` comes first in the output."""
     stop: str | None = None
+    """The stop word to send. On Responses, "max_output_tokens" or "content_filter" ends the stream
+    with `response.incomplete` and that reason."""
     headers: dict[str, str] = field(default_factory=dict)
     model: str | None = None
 
@@ -50,9 +54,12 @@ class Hang:
 
 @dataclass
 class StreamError:
-    """Start a 200 stream, then send an Anthropic `event: error` (e.g. overloaded_error)."""
+    """Start a 200 stream, then send an Anthropic `event: error` (e.g. overloaded_error). On
+    Responses: `response.created`, then an `error` event with `error_type` as its code, or, with
+    `failed=True`, a `response.failed` whose error carries that code."""
 
     error_type: str = "overloaded_error"
+    failed: bool = False
 
 
 @dataclass
@@ -160,6 +167,89 @@ def openai_events(reply: Reply, model: str, include_usage: bool) -> list[bytes]:
     return out
 
 
+def responses_events(reply: Reply, model: str) -> list[bytes]:
+    """A Responses stream: created, one output item per reasoning / message / function call (added,
+    deltas, done), then completed (or incomplete) with the usage."""
+    seq = iter(range(10_000))
+    created_at = 1700000000
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse(kind, {"type": kind, "sequence_number": next(seq), **fields})
+
+    def response(status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+        return {"id": "resp_fake", "object": "response", "created_at": created_at, "model": reply.model or model,
+                "status": status, "output": output, "usage": usage, "error": None, "incomplete_details": None,
+                "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], **extra}
+
+    out = [event("response.created", response=response("in_progress", [], None))]
+    items: list[dict[str, Any]] = []
+    if reply.reasoning or reply.reasoning_encrypted:
+        index = len(items)
+        rid = f"rs_fake_{index}"
+        out.append(event("response.output_item.added", output_index=index,
+                         item={"id": rid, "type": "reasoning", "summary": []}))
+        for piece in _pieces(reply.reasoning):
+            out.append(event("response.reasoning_summary_text.delta", item_id=rid, output_index=index,
+                             summary_index=0, delta=piece))
+        item = {"id": rid, "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": reply.reasoning}] if reply.reasoning else [],
+                "encrypted_content": reply.reasoning_encrypted or None}
+        out.append(event("response.output_item.done", output_index=index, item=item))
+        items.append(item)
+    if reply.text:
+        index = len(items)
+        mid = f"msg_fake_{index}"
+        out.append(event("response.output_item.added", output_index=index,
+                         item={"id": mid, "type": "message", "role": "assistant", "status": "in_progress", "content": []}))
+        out.append(event("response.content_part.added", item_id=mid, output_index=index, content_index=0,
+                         part={"type": "output_text", "text": "", "annotations": []}))
+        for piece in _pieces(reply.text):
+            out.append(event("response.output_text.delta", item_id=mid, output_index=index, content_index=0,
+                             delta=piece, logprobs=[]))
+        part = {"type": "output_text", "text": reply.text, "annotations": []}
+        out.append(event("response.output_text.done", item_id=mid, output_index=index, content_index=0,
+                         text=reply.text, logprobs=[]))
+        out.append(event("response.content_part.done", item_id=mid, output_index=index, content_index=0, part=part))
+        item = {"id": mid, "type": "message", "role": "assistant", "status": "completed", "content": [part]}
+        out.append(event("response.output_item.done", output_index=index, item=item))
+        items.append(item)
+    for call_id, name, arguments in reply.tool_calls:
+        index = len(items)
+        fid = f"fc_fake_{index}"
+        out.append(event("response.output_item.added", output_index=index,
+                         item={"id": fid, "type": "function_call", "call_id": call_id, "name": name,
+                               "arguments": "", "status": "in_progress"}))
+        for piece in _pieces(arguments):
+            out.append(event("response.function_call_arguments.delta", item_id=fid, output_index=index, delta=piece))
+        out.append(event("response.function_call_arguments.done", item_id=fid, output_index=index,
+                         name=name, arguments=arguments))
+        item = {"id": fid, "type": "function_call", "call_id": call_id, "name": name, "arguments": arguments,
+                "status": "completed"}
+        out.append(event("response.output_item.done", output_index=index, item=item))
+        items.append(item)
+    usage = reply.usage or {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                            "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+    if reply.stop in ("max_output_tokens", "content_filter"):
+        out.append(event("response.incomplete",
+                         response=response("incomplete", items, usage, incomplete_details={"reason": reply.stop})))
+    else:
+        out.append(event("response.completed", response=response("completed", items, usage)))
+    return out
+
+
+def responses_stream_error(item: "StreamError", model: str) -> list[bytes]:
+    created = {"id": "resp_fake", "object": "response", "created_at": 1700000000, "model": model,
+               "status": "in_progress", "output": [], "usage": None}
+    out = [_sse("response.created", {"type": "response.created", "sequence_number": 0, "response": created})]
+    error = {"code": item.error_type, "message": "The server had an error while processing your request."}
+    if item.failed:
+        failed = dict(created, status="failed", error=error)
+        out.append(_sse("response.failed", {"type": "response.failed", "sequence_number": 1, "response": failed}))
+    else:
+        out.append(_sse("error", {"type": "error", "sequence_number": 1, "param": None, **error}))
+    return out
+
+
 class FakeLLMServer:
     """Serve scripted answers; record every request. `script` items are consumed in order; when it is
     empty, `default` (a callable from the parsed request to a script item) answers."""
@@ -219,6 +309,7 @@ class FakeLLMServer:
 
     def _answer(self, handler: BaseHTTPRequestHandler, record: Recorded, item: Script) -> None:
         anthropic_api = record.path.endswith("/messages")
+        responses_api = record.path.endswith("/responses")
         request = json.loads(record.body or b"{}")
         model = request.get("model", "fake-model")
         if isinstance(item, Hang):
@@ -235,6 +326,9 @@ class FakeLLMServer:
                 handler.send_header(k, v)
             handler.end_headers()
             handler.wfile.write(data)
+            return
+        if isinstance(item, StreamError) and responses_api:
+            self._stream(handler, responses_stream_error(item, model), {})
             return
         if isinstance(item, StreamError):
             events = [
@@ -253,6 +347,8 @@ class FakeLLMServer:
             return
         if anthropic_api:
             events = anthropic_events(item, model)
+        elif responses_api:
+            events = responses_events(item, model)
         else:
             include = bool((request.get("stream_options") or {}).get("include_usage"))
             events = openai_events(item, model, include)

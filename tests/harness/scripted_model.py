@@ -17,7 +17,8 @@ from hitrate.store.usage import WRITE_BUCKETS, Usage
 class ScriptedBackend:
     """A fixed list of replies standing in for a model. Each item is a dict with "text" and/or
     "tool_calls" [(name, arguments JSON)], or a CallError to raise. Usage mimics an automatic prefix
-    cache: the tokens shared with the previous prompt (by section hash) are read, the rest is fresh."""
+    cache: the tokens shared with the previous prompt (by section hash) are read, the rest is fresh;
+    an item with "evicted": True reads nothing (the provider's entry expired)."""
 
     wire = "openai_chat"
 
@@ -48,7 +49,7 @@ class ScriptedBackend:
         item = self.script.pop(0)
         if isinstance(item, BaseException):
             raise item
-        read = self._read(prompt)
+        read = 0 if item.get("evicted") else self._read(prompt)
         self.prompts.append(prompt)
         blocks: list[Any] = []
         if item.get("text"):
@@ -73,7 +74,7 @@ class ScriptedBackend:
         )
 
 
-def scripted_route(script: list[Any], model: str = "scripted") -> Route:
+def scripted_route(script: list[Any], model: str = "scripted", rules: ProviderRules | None = None) -> Route:
     spec = parse_model_spec(f"openai-compat/{model}@http://127.0.0.1:9/v1", env={})
-    rules = ProviderRules(family="openai_compat")
+    rules = rules or ProviderRules(family="openai_compat")
     return Route(spec=spec, backend=ScriptedBackend(script, model), rules=rules, explain_rules=rules)

@@ -8,7 +8,7 @@ import threading
 import pytest
 from scripted_model import scripted_route
 
-from hitrate.harness.agent import Agent, AgentLimits
+from hitrate.harness.agent import INTERRUPTED_NOTE, Agent, AgentLimits, is_closing_note
 from hitrate.harness.events import (
     CallRecorded,
     EpochStarted,
@@ -169,9 +169,12 @@ def test_cancel_between_steps_keeps_recorded_calls(workspace, ledger):
 
     session.sink = sink
     result = Agent(session, cancel=cancel).run("go")
-    # The tool round finished (the transcript stays valid), then no further call was made.
+    # The tool round finished (the transcript stays valid), then no further call was made; the
+    # unanswered turn is closed with a note, so a next prompt can follow.
     assert result.status == "cancelled"
-    assert isinstance(session.transcript.messages[-1], UserMessage)
+    *_, results, note = session.transcript.messages
+    assert isinstance(results, UserMessage) and results.tool_results
+    assert isinstance(note, AssistantMessage) and note.content[0].text == INTERRUPTED_NOTE
     rows = ledger.calls(session_id=session.id)
     assert len(rows) == 1 and rows[0].error is None
     assert len(route.backend.prompts) == 1
@@ -208,9 +211,10 @@ def test_keyboard_interrupt_in_a_tool_answers_every_call(workspace, ledger, monk
     monkeypatch.setattr(session.inputs.tools, "execute", boom)
     result = Agent(session).run("go")
     assert result.status == "cancelled"
-    last = session.transcript.messages[-1]
+    last = session.transcript.messages[-2]
     assert isinstance(last, UserMessage) and len(last.tool_results) == 2
     assert all(r.is_error for r in last.tool_results)
+    assert session.transcript.messages[-1].content[0].text == INTERRUPTED_NOTE
     assert len(ledger.calls()) == 1
 
 
@@ -278,12 +282,15 @@ def test_model_switch_is_an_epoch_with_its_cache_cost(workspace, ledger):
 def test_continuing_a_session_keeps_it_append_only(workspace, ledger):
     route = scripted_route([{"tool_calls": [("list_dir", "{}")]}, {}, {"text": "ok"}, {"text": "fine"}])
     session = make_session(route, workspace, ledger, EventList())
-    # Stopped between the tool round and the next call: the unsent tool results take the new text.
+    # Stopped between the tool round and the next call: the turn is closed with a note saying why,
+    # and the next prompt follows it.
     assert Agent(session, limits=AgentLimits(max_steps=1)).run("one").status == "max_steps"
     result = Agent(session).run("two")
     assert result.status == "end_turn" and "empty reply" in result.detail
-    joined = route.backend.prompts[1].messages[2]
-    assert isinstance(joined, UserMessage) and [b.type for b in joined.content][:2] == ["tool_result", "text"]
+    results, note, two = route.backend.prompts[1].messages[2:5]
+    assert [b.type for b in results.content] == ["tool_result"]
+    assert note.content[0].text == "[stopped by a limit: reached the limit of 1 model calls]"
+    assert two.content[0].text == "two"
     # The empty reply left a sent, unanswered user turn: a placeholder turn keeps roles alternating.
     assert Agent(session).run("three").status == "end_turn"
     texts = [b.text for m in session.transcript.messages if isinstance(m, AssistantMessage)
@@ -302,3 +309,12 @@ def test_ctrl_c_during_a_call_is_recorded_and_ends_cleanly(workspace, ledger):
     rows = ledger.calls()
     assert [r.error is None for r in rows] == [True, False] and rows[1].error.startswith("cancelled")
     assert events.of(Finished)[-1].status == "cancelled"
+
+
+def test_closing_notes_are_told_apart_from_the_model_s_turns(workspace, ledger):
+    route = scripted_route([{"tool_calls": [("list_dir", "{}")]}])
+    session = make_session(route, workspace, ledger, EventList())
+    Agent(session, limits=AgentLimits(max_steps=1)).run("look")
+    *_, tool_turn, results, note = session.transcript.messages
+    assert is_closing_note(note) and not is_closing_note(tool_turn) and not is_closing_note(results)
+    assert not is_closing_note(AssistantMessage(content=(TextBlock(text="[stopped by a limit: mine]"), TextBlock(text="x"))))

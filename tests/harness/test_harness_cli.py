@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import pytest
@@ -11,7 +10,7 @@ from fake_llm_server import Failure, Reply
 from typer.testing import CliRunner
 
 from hitrate.harness import cli_run
-from hitrate.harness.cli import _HARNESS_COMMAND_MODULES, command_help
+from hitrate.harness.cli import _HARNESS_COMMAND_MODULES, _register_all, command_help
 from hitrate.store.ledger import Ledger
 
 
@@ -40,12 +39,16 @@ def test_command_help_reflows_paragraphs_and_takes_the_first_as_summary():
     }
 
 
-def test_every_harness_command_has_a_one_line_summary():
+def test_every_command_has_a_one_line_summary():
+    # Harness modules and the commands the components above contribute through entry points.
     app = typer.Typer()
-    for module in _HARNESS_COMMAND_MODULES:
-        importlib.import_module(module).register(app)
+    _register_all(app)
     names = {info.name for info in app.registered_commands}
     assert {"run", "lint", "serve", "prices", "ledger"} <= names
+    assert {"eval", "report", "whatif", "ledger-merge", "demo", "tui"} <= names
+    for group in app.registered_groups:
+        summary = group.typer_instance.info.help
+        assert summary and "\n" not in summary, group.name
     for info in app.registered_commands:
         assert info.short_help and "\n" not in info.short_help, info.name
         # A line break only between paragraphs: the terminal, not the docstring, wraps the text.

@@ -1,4 +1,5 @@
-"""The wire invariant, per adapter, on the bodies the real SDKs put on the wire.
+"""The wire invariant, per adapter (Anthropic Messages, OpenAI Chat, OpenAI Responses), on the bodies
+the real SDKs put on the wire.
 
 Over a 30-turn session with tool calls (single, parallel, with and without text), driven by the real
 agent loop against a recording server on 127.0.0.1: every request's tools and system are
@@ -10,6 +11,7 @@ planned them.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from hitrate.harness.router import Route, rules_for
 from hitrate.harness.session import Session
 from hitrate.harness.wire_anthropic import AnthropicBackend
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend
+from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
 
 TURNS = 30
 
@@ -189,3 +192,82 @@ def test_openai_chat_adapter_wire_invariant(fake_server, workspace, ledger, fami
     assert sent == expected
     assert all(b["stream"] is True and b["stream_options"] == {"include_usage": True} for b in bodies)
     assert len(ledger.calls(session_id=session.id)) == TURNS + 1
+
+
+def reasoning_reply(prefix: str):
+    """`scripted_reply`, with an encrypted reasoning item first in every odd turn's output."""
+    base = scripted_reply(prefix)
+    count = {"n": 0}
+
+    def reply(record: Recorded) -> Reply:
+        count["n"] += 1
+        k = count["n"]
+        answer = base(record)
+        if k <= TURNS and k % 2:
+            answer = replace(answer, reasoning=f"plan {k}", reasoning_encrypted=f"enc-{k}")
+        return answer
+
+    return reply
+
+
+@pytest.mark.parametrize("family", ["openai_implicit", "openai_breakpoints"])
+def test_openai_responses_adapter_wire_invariant(fake_server, workspace, ledger, family):
+    fake_server.default = reasoning_reply("call")
+    base = fake_server.url + "/v1"
+    model = "gpt-5.6" if family == "openai_breakpoints" else "gpt-5.4"
+    spec = parse_model_spec(f"openai-responses/{model}", env={"OPENAI_BASE_URL": base})
+    # OpenAI's own quirks (prompt_cache_key) although the server is on 127.0.0.1.
+    quirks = Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens")
+    spec = spec.model_copy(update={"quirks": quirks})
+    rules, _ = rules_for(spec)
+    assert rules.family == family
+    backend = Capture(OpenAIResponsesBackend(model=spec.model, api_key="k", base_url=base, quirks=quirks))
+    session = run_session(Route(spec=spec, backend=backend, rules=rules, explain_rules=rules), workspace, ledger)
+
+    raw = [r for r in fake_server.requests if r.path == "/v1/responses"]
+    bodies = [json.loads(r.body) for r in raw]
+    assert len(bodies) == TURNS + 1
+    for n in range(1, len(bodies)):
+        prev, cur = bodies[n - 1], bodies[n]
+        for key in ("tools", "instructions"):
+            # Byte-identical, and the bytes compared are the ones actually sent.
+            assert dumps(cur[key]) == dumps(prev[key]), f"request {n}: {key} changed"
+            assert dumps(cur[key]) in raw[n].body
+        assert len(cur["input"]) > len(prev["input"])
+        for i, (a, b) in enumerate(zip(prev["input"], cur["input"])):
+            key = "prompt_cache_breakpoint"
+            assert dumps(strip_marks(a, key)) == dumps(strip_marks(b, key)), f"request {n}: input item {i} changed"
+    # Stateless: nothing kept server-side, nothing referred to by id.
+    for body in bodies:
+        assert body["store"] is False and body["stream"] is True and "previous_response_id" not in body
+        assert body["include"] == ["reasoning.encrypted_content"]
+        assert all("id" not in item for item in body["input"])
+        assert body["max_output_tokens"] > 0
+    assert {b["prompt_cache_key"] for b in bodies} == {backend.calls[0][0].prompt_cache_key}
+    assert [t["name"] for t in bodies[0]["tools"]] == sorted(t["name"] for t in bodies[0]["tools"])
+    assert bodies[0]["instructions"].startswith(backend.calls[0][0].system)
+
+    last = bodies[-1]["input"]
+    calls = [item for item in last if item["type"] == "function_call"]
+    assert [c["arguments"] for c in calls] == [args for k in range(1, TURNS + 1) for _, args in _arguments(k)]
+    outputs = [item for item in last if item["type"] == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == [c["call_id"] for c in calls]
+    reasoning = [item for item in last if item["type"] == "reasoning"]
+    assert [r["encrypted_content"] for r in reasoning] == [f"enc-{k}" for k in range(1, TURNS + 1, 2)]
+    # Each reasoning item comes back where the model produced it: right before that turn's output.
+    first = last.index(reasoning[0])
+    assert last[first + 1]["role"] == "assistant" and last[first + 2]["call_id"] == "call_1_0"
+
+    for body, (prompt, report) in zip(bodies, backend.calls):
+        if family == "openai_breakpoints":
+            assert prompt.breakpoints and report.placed
+            # `instructions` and tool definitions are no content parts: the head mark cannot be sent.
+            assert all(m.kind in ("tools", "system", "docs") for m in report.unplaced)
+            assert count_key(body, "prompt_cache_breakpoint") == len(report.placed)
+            users = [i for i in body["input"] if i.get("role") == "user" or i["type"] == "function_call_output"]
+            assert all(isinstance(i.get("content", i.get("output")), list) for i in users)
+        else:
+            assert count_key(body, "prompt_cache_breakpoint") == 0
+            assert all(isinstance(i["content"], str) for i in body["input"] if i.get("role") == "user")
+    rows = ledger.calls(session_id=session.id)
+    assert len(rows) == TURNS + 1 and {r.backend for r in rows} == {"openai-responses"}

@@ -211,12 +211,17 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
         "INSERT INTO calls (id, backend, model, started_at, fresh_input, cache_read, output, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         ("old-call", "anthropic", "claude-opus-5", T0.isoformat(), 10, 90, 5, 0.001),
     )
+    conn.execute("INSERT INTO sessions (id, started_at, backend, model) VALUES ('old-session', ?, 'anthropic', 'claude-opus-5')", (T0.isoformat(),))
     assert "layout" not in db["calls"].columns_dict
     conn.close()
 
     with Ledger(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 3
+        assert ledger.schema_version == SCHEMA_VERSION == 4
         assert {"layout", "cache_mode"} <= set(ledger.db["calls"].columns_dict)
+        # v4: sessions say where they worked and on which spec; older ones do not know, and have no transcript.
+        old_session = ledger.get_session("old-session")
+        assert old_session.workspace is None and old_session.model_spec is None
+        assert ledger.messages("old-session") == [] and ledger.sessions(with_messages=True) == []
         (old,) = ledger.calls()
         assert old.id == "old-call" and old.usage.cache_read == 90 and old.layout is None and old.cost_usd == 0.001
         indexes = {tuple(i.columns) for i in ledger.db["calls"].indexes}

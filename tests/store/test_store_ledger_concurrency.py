@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hitrate.store.ledger import Ledger
+from hitrate.store.ledger_schema import SCHEMA_VERSION
 
 WRITERS = 8
 ROWS = 1000
@@ -55,5 +56,5 @@ def test_eight_processes_write_one_file_without_loss_or_duplicates(tmp_path: Pat
             "SELECT session_id, COUNT(*), COUNT(DISTINCT miss_tokens), MIN(miss_tokens), MAX(miss_tokens) FROM calls GROUP BY session_id ORDER BY session_id"
         ).fetchall()
         assert per_writer == [(f"writer-{w}", ROWS, ROWS, 0, ROWS - 1) for w in range(WRITERS)]
-        assert ledger.schema_version == 3
+        assert ledger.schema_version == SCHEMA_VERSION
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

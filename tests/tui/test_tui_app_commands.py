@@ -124,8 +124,10 @@ async def test_cost_clear_and_resume(make_app, ledger):
         backend = app.link.router.backends[SPEC]
         assert len(backend.prompts[-1].messages) == 5
         assert app.query(AssistantText).last().source == "Third, after resuming."
-        assert app.link.session_id != first_session
-        assert ledger.get_session(app.link.session_id).label == f"tui resume of {first_session}"
+        # A real resume: the same session goes on in the ledger (same id, so the same cache key).
+        assert app.link.session_id == first_session
+        rows = ledger.calls(session_id=first_session)
+        assert len(rows) == 3 and rows[2].error is None and rows[2].miss_reason is None
 
         await submit(pilot, "/resume 0123")
         await pilot.pause()

@@ -15,12 +15,12 @@ S = "s1"
 
 def bridge() -> tuple[EventBridge, list]:
     posted: list = []
-    return EventBridge(posted.append, backend="anthropic", model="claude-sonnet-4-6", clock=lambda: T0), posted
+    return EventBridge(posted.append, backend="anthropic", model="claude-sonnet-4-6"), posted
 
 
 def recorded(step: int, **kw) -> ev.CallRecorded:
     base = dict(session_id=S, step=step, call_id="c", model="anthropic/claude-sonnet-4-6", usage=Usage(cache_read=5),
-                cost_usd=0.01, miss_reason=None, miss_tokens=None, miss_cost_usd=None, ttft_s=0.1, latency_s=0.2,
+                started_at=T0, cost_usd=0.01, miss_reason=None, miss_tokens=None, miss_cost_usd=None, ttft_s=0.1, latency_s=0.2,
                 stop_reason="end_turn", epoch=0)
     return ev.CallRecorded(**{**base, **kw})
 

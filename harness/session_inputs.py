@@ -1,0 +1,55 @@
+"""What a session is configured with and what the head of its every request is built from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hitrate.harness.prompts import default_system_prompt
+from hitrate.harness.retry import RetryPolicy
+from hitrate.projection.docs import ProjectDoc, discover_docs
+from hitrate.projection.project import SystemPrompt
+from hitrate.projection.tools_spec import ToolSpec
+from hitrate.tools.registry import ToolRegistry, default_tools
+
+
+class SessionConfig(BaseModel):
+    """Settings of one session."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_output_tokens: int = Field(default=4096, ge=1)
+    """`max_tokens` of every call."""
+    retry: RetryPolicy = RetryPolicy()
+    run_id: str | None = None
+    task_id: str | None = None
+    label: str | None = None
+    """Shown in `hitrate ledger` next to the session id."""
+    layout: str | None = None
+    """Ledger tag for evals ("cache_aware", "naive")."""
+    cache_mode: str | None = None
+    """Ledger tag for evals ("cold", "warm")."""
+
+
+@dataclass
+class SessionInputs:
+    """What the head of every request is built from, fixed for the session."""
+
+    tools: ToolRegistry
+    tool_specs: list[ToolSpec]
+    system: SystemPrompt | str
+    docs: list[ProjectDoc]
+
+
+def session_inputs(workspace: Path, tools: ToolRegistry | None = None, system: SystemPrompt | str | None = None) -> SessionInputs:
+    """Tools (default set), their specs, the system prompt and the workspace's project docs (read once)."""
+    registry = tools if tools is not None else default_tools()
+    specs = [ToolSpec(name=s["name"], description=s["description"], input_schema=s["input_schema"]) for s in registry.schemas()]
+    return SessionInputs(
+        tools=registry,
+        tool_specs=specs,
+        system=system if system is not None else default_system_prompt(registry.names),
+        docs=discover_docs(workspace),
+    )

@@ -1,0 +1,112 @@
+"""A session's transcript in the ledger: each entry stored when it is added, read back to resume.
+
+Entries are only ever appended (the ledger's `messages` table), in transcript order:
+
+    user, assistant   a transcript message, as its pydantic JSON
+    context           the dynamic-context block frozen onto the user message before it, once that
+                      message was sent (the projection appends it to the message; stored apart so
+                      no stored row ever changes)
+    model             the session moved to another model: {"spec": "...", "reason": "..."}
+
+A user message is stored before the request that carries it is sent, so a crash loses nothing that
+reached the model. Content is stored as JSON strings, which give back the same characters, so a
+resumed transcript projects to the same bytes and section hashes as before.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pydantic import TypeAdapter, ValidationError
+
+from hitrate.projection.transcript import (
+    AssistantMessage,
+    ContextBlock,
+    Message,
+    Transcript,
+    TranscriptError,
+    UserMessage,
+)
+from hitrate.store.ledger import Ledger
+from hitrate.store.records import MessageRecord
+
+KIND_USER = "user"
+KIND_ASSISTANT = "assistant"
+KIND_CONTEXT = "context"
+KIND_MODEL = "model"
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+class StoredTranscriptError(ValueError):
+    """A stored transcript that cannot be read back (the message says which entry and why)."""
+
+
+class TranscriptLog:
+    """Appends one session's transcript entries to the ledger, numbering them in order."""
+
+    def __init__(self, ledger: Ledger, session_id: str, next_seq: int = 0) -> None:
+        self.ledger = ledger
+        self.session_id = session_id
+        self.next_seq = next_seq
+
+    def message(self, message: UserMessage | AssistantMessage) -> None:
+        self._append(message.role, message.model_dump_json())
+
+    def context(self, block: ContextBlock) -> None:
+        self._append(KIND_CONTEXT, block.model_dump_json())
+
+    def model(self, spec: str, reason: str) -> None:
+        self._append(KIND_MODEL, json.dumps({"reason": reason, "spec": spec}, sort_keys=True, ensure_ascii=False))
+
+    def _append(self, kind: str, body: str) -> None:
+        self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        self.next_seq += 1
+
+
+@dataclass(frozen=True)
+class StoredTranscript:
+    transcript: Transcript
+    model_specs: tuple[str, ...]
+    """The specs of the `model` entries, in order (the models the session moved to)."""
+    next_seq: int
+    """Where the next entry goes."""
+
+    @property
+    def model_spec(self) -> str | None:
+        """The model the session moved to last, if it ever moved."""
+        return self.model_specs[-1] if self.model_specs else None
+
+
+def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
+    """Rebuild a transcript from its stored entries (in `seq` order, without gaps)."""
+    messages: list[UserMessage | AssistantMessage] = []
+    model_specs: list[str] = []
+    for expected, entry in enumerate(entries):
+        where = f"entry {entry.seq} ({entry.kind}) of session {entry.session_id}"
+        if entry.seq != expected:
+            raise StoredTranscriptError(f"{where}: expected entry {expected}; the stored transcript has a gap")
+        try:
+            if entry.kind in (KIND_USER, KIND_ASSISTANT):
+                message = _MESSAGE.validate_json(entry.body)
+                if message.role != entry.kind:
+                    raise StoredTranscriptError(f"{where}: holds a {message.role} message")
+                messages.append(message)
+            elif entry.kind == KIND_CONTEXT:
+                block = ContextBlock.model_validate_json(entry.body)
+                if not messages or not isinstance(messages[-1], UserMessage):
+                    raise StoredTranscriptError(f"{where}: a context block must follow a user message")
+                messages[-1] = UserMessage(content=messages[-1].content + (block,))
+            elif entry.kind == KIND_MODEL:
+                model_specs.append(str(json.loads(entry.body)["spec"]))
+            else:
+                raise StoredTranscriptError(f"{where}: unknown kind of entry")
+        except (ValidationError, TranscriptError, KeyError, json.JSONDecodeError) as exc:
+            raise StoredTranscriptError(f"{where} cannot be read: {exc}") from exc
+    try:
+        transcript = Transcript(messages=tuple(messages))
+    except (ValidationError, TranscriptError) as exc:
+        session = entries[0].session_id if entries else "?"
+        raise StoredTranscriptError(f"the stored transcript of session {session} breaks the conversation rules: {exc}") from exc
+    return StoredTranscript(transcript=transcript, model_specs=tuple(model_specs), next_seq=len(entries))
