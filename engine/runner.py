@@ -25,7 +25,7 @@ from typing import Iterator
 
 import torch
 
-from hitrate.engine import modelinfo
+from hitrate.engine import loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
@@ -118,25 +118,26 @@ class TransformersEngine:
         """Load a causal LM and its tokenizer from a local folder or a hub id."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        target = modelinfo.resolve_device(device)
-        torch_dtype = modelinfo.resolve_dtype(dtype, target)
-        source = str(path_or_hub_id)
+        target = loading.resolve_target(device)
+        torch_dtype = loading.resolve_dtype(dtype, target)
+        source, is_folder = loading.resolve_source(path_or_hub_id)
+        device_map = loading.device_map_for(target)
         try:
             tokenizer = AutoTokenizer.from_pretrained(
-                source, local_files_only=local_files_only, trust_remote_code=trust_remote_code
+                source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code
             )
             model = AutoModelForCausalLM.from_pretrained(
                 source,
                 dtype=torch_dtype,
-                local_files_only=local_files_only,
+                local_files_only=local_files_only or is_folder,
                 trust_remote_code=trust_remote_code,
-                device_map=str(target) if target.type == "cuda" else None,
+                device_map=device_map,
             )
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ImportError) as exc:
             raise EngineError(f"could not load model {source!r}: {exc}") from exc
-        if target.type != "cuda":
+        if device_map is None:
             model = model.to(target)
-        name = model_name or (Path(source).name if Path(source).exists() else source)
+        name = model_name or (Path(source).name if is_folder else source)
         return cls(
             model,
             tokenizer,
@@ -180,30 +181,31 @@ class TransformersEngine:
             yield from self._serve(prompt, request, started)
 
     def metrics(self) -> dict[str, float]:
+        """Counters are whole numbers (ints); `hit_rate` is the one ratio."""
         c = self._counts
         stats = self.radix.stats
         return {
-            "requests": float(c["requests"]),
-            "prompt_tokens": float(c["prompt_tokens"]),
-            "cached_tokens": float(c["cached_tokens"]),
+            "requests": c["requests"],
+            "prompt_tokens": c["prompt_tokens"],
+            "cached_tokens": c["cached_tokens"],
             "hit_rate": c["cached_tokens"] / c["prompt_tokens"] if c["prompt_tokens"] else 0.0,
-            "prefill_tokens_computed": float(c["prefill_tokens_computed"]),
-            "prefill_tokens_saved": float(c["cached_tokens"]),
-            "decode_tokens": float(c["decode_tokens"]),
-            "hot_buffer_reused_tokens": float(c["hot_reused_tokens"]),
-            "page_size": float(self.page_size),
-            "pool_pages_used": float(self.radix.used_pages),
-            "pool_pages_total": float(self.radix.num_pages),
-            "pool_tokens_total": float(self.radix.num_pages * self.page_size),
-            "pool_bytes": float(self.pool.device_bytes),
-            "evicted_pages": float(stats.evicted_pages),
-            "host_tier_pages_used": float(self.radix.host_used_pages),
-            "host_tier_pages_total": float(self.radix.host_pages),
-            "host_tier_offloaded_pages": float(stats.offloaded_pages),
-            "host_tier_hit_tokens": float(stats.host_hit_tokens),
-            "pins_refused": float(stats.pinned_skipped),
-            "pins_active": float(self.radix.active_pins),
-            "pinned_pages": float(self.radix.pinned_pages),
+            "prefill_tokens_computed": c["prefill_tokens_computed"],
+            "prefill_tokens_saved": c["cached_tokens"],
+            "decode_tokens": c["decode_tokens"],
+            "hot_buffer_reused_tokens": c["hot_reused_tokens"],
+            "page_size": self.page_size,
+            "pool_pages_used": self.radix.used_pages,
+            "pool_pages_total": self.radix.num_pages,
+            "pool_tokens_total": self.radix.num_pages * self.page_size,
+            "pool_bytes": self.pool.device_bytes,
+            "evicted_pages": stats.evicted_pages,
+            "host_tier_pages_used": self.radix.host_used_pages,
+            "host_tier_pages_total": self.radix.host_pages,
+            "host_tier_offloaded_pages": stats.offloaded_pages,
+            "host_tier_hit_tokens": stats.host_hit_tokens,
+            "pins_refused": stats.pinned_skipped,
+            "pins_active": self.radix.active_pins,
+            "pinned_pages": self.radix.pinned_pages,
         }
 
     # ------------------------------------------------------------------ extra public API

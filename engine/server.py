@@ -154,6 +154,11 @@ def create_app(
         payload = {"model": engine.model_name, "engine": engine_metrics, "server": stats.as_dict()}
         if format == "prometheus":
             return PlainTextResponse(_prometheus(payload))
+        if format != "json":
+            return JSONResponse(
+                wire_openai.error_body(f"unknown metrics format {format!r}; use json or prometheus", param="format"),
+                status_code=400,
+            )
         return JSONResponse(payload)
 
     @app.post("/v1/chat/completions")

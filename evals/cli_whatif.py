@@ -11,20 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from hitrate.evals.buckets import token_columns
 from hitrate.evals.whatif import LoadedRequests, WhatIfError, WhatIfOptions, WhatIfResult, load_requests, parse_target, whatif
 from hitrate.harness.cli import add_command
 from hitrate.store.cost import UsageTotals
 from hitrate.store.ledger import ENV_DB, Ledger
 from hitrate.store.prices import PriceTable
-
-_BUCKET_COLUMNS = (
-    ("fresh", "fresh_input"),
-    ("write 5m", "cache_write_5m"),
-    ("write 1h", "cache_write_1h"),
-    ("write 30m", "cache_write_30m"),
-    ("read", "cache_read"),
-    ("output", "output"),
-)
 
 
 def register(app: typer.Typer) -> None:
@@ -101,8 +93,10 @@ def summary_table(loaded: LoadedRequests, results: list[WhatIfResult]) -> Table:
     out.add_column(f"actual ({', '.join(models)})", justify="right")
     for result in results:
         out.add_column(result.target + (" naive" if result.options.naive else ""), justify="right")
-    columns = [_total_cells(results[0].actual)] + [_total_cells(r.predicted) for r in results]
-    labels = ["calls", *(label for label, _ in _BUCKET_COLUMNS), "hit ratio", "calls w/ hit", "cost"]
+    totals = [results[0].actual, *(r.predicted for r in results)]
+    buckets = token_columns(totals)
+    columns = [_total_cells(t, buckets) for t in totals]
+    labels = ["calls", *(label for label, _ in buckets), "hit ratio", "calls w/ hit", "cost"]
     for i, label in enumerate(labels):
         out.add_row(label, *(column[i] for column in columns))
     return out
@@ -130,9 +124,9 @@ def per_call_table(result: WhatIfResult) -> Table:
     return out
 
 
-def _total_cells(totals: UsageTotals) -> list[str]:
+def _total_cells(totals: UsageTotals, buckets: list[tuple[str, str]]) -> list[str]:
     cells = [str(totals.calls)]
-    for _, bucket in _BUCKET_COLUMNS:
+    for _, bucket in buckets:
         value = getattr(totals, bucket)
         unknown = totals.unknown.get(bucket, 0)
         cells.append(f"{value:,}" + (f" (+{unknown} unknown)" if unknown else ""))

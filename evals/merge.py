@@ -189,8 +189,9 @@ def merge_ledgers(output: str | Path, inputs: list[str | Path]) -> MergeResult:
     tables = {name: TableMerge() for name in ("runs", "tasks", *IMMUTABLE_TABLES, "messages")}
     with tempfile.TemporaryDirectory(prefix="hitrate-merge-") as tmp:
         snapshots = [_snapshot(source, Path(tmp)) for source in sources]
-        with Ledger(output) as ledger:
-            conn = ledger.db.conn
+        # Each source is attached to the ledger's connection, and ATTACH cannot run inside a
+        # transaction: the connection itself is held for the whole merge, not just each transaction.
+        with Ledger(output) as ledger, ledger.connection() as conn:
             for snapshot in snapshots:
                 conn.execute("ATTACH DATABASE ? AS src", (str(snapshot),))
                 try:

@@ -13,12 +13,10 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from hitrate.store.cost import CostBreakdown, cost
+from hitrate.store.cost import cost, miss_cost
 from hitrate.store.prices import PriceTable, UnknownModelError
 from hitrate.store.records import CallRecord
-from hitrate.store.usage import WRITE_BUCKETS, Usage
 
-_PER_TOKEN = 1_000_000
 _MAX_REASONS = 3
 
 
@@ -42,25 +40,6 @@ class PricedAs(BaseModel):
     @property
     def label(self) -> str:
         return f"priced as {self.model}"
-
-
-def miss_cost(miss_tokens: int | None, usage: Usage, breakdown: CostBreakdown) -> float | None:
-    """What the missed tokens cost beyond a cache read at the breakdown's rates. The session
-    records a miss's cost by the same rule: the missed tokens were paid as the call's largest
-    write class (or as fresh input when nothing was written) instead of as reads."""
-    if miss_tokens is None:
-        return None
-    rates = breakdown.rates
-    if rates is None:
-        return None
-    if miss_tokens == 0:
-        return 0.0
-    written = {b: getattr(usage, b) or 0 for b in WRITE_BUCKETS}
-    largest = max(written, key=lambda b: written[b])
-    write_rate = rates.rate_for(largest)
-    paid = write_rate if written[largest] > 0 and write_rate is not None else rates.input
-    read = rates.read if rates.read is not None else rates.input
-    return miss_tokens * max(0.0, paid - read) / _PER_TOKEN
 
 
 class Repricer:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from hitrate.evals.pass_at import PassAtK
 from hitrate.evals.plots import report_figures, to_png, to_svg
+from hitrate.evals.buckets import token_columns
 from hitrate.evals.report import Block, Report
 
 TEMPLATE = "report.html.j2"
@@ -123,14 +124,11 @@ def tables(report: Report) -> Group:
 
     buckets = Table(title="tokens per bucket", title_justify="left")
     buckets.add_column("configuration")
-    for label in ("calls", "read", "write 5m", "write 1h", "write 30m", "fresh", "output"):
+    columns = token_columns([b.tokens for b in report.blocks])
+    for label in ("calls", *(label for label, _ in columns)):
         buckets.add_column(label, justify="right")
     for b in report.blocks:
-        buckets.add_row(
-            b.key.label,
-            str(b.tokens.calls),
-            *(tokens_text(b, k) for k in ("cache_read", "cache_write_5m", "cache_write_1h", "cache_write_30m", "fresh_input", "output")),
-        )
+        buckets.add_row(b.key.label, str(b.tokens.calls), *(tokens_text(b, k) for _, k in columns))
 
     extra = []
     ks = pass_at_ks(report)
@@ -178,6 +176,7 @@ def html(report: Report, *, picture_format: str = "svg") -> str:
         pictures=pictures,
         pass_rate_text=pass_rate_text,
         tokens_text=tokens_text,
+        token_columns=token_columns([b.tokens for b in report.blocks]),
         cost_text=cost_text,
         pricing_note=pricing_note(report),
         pass_at_ks=pass_at_ks(report),

@@ -16,7 +16,7 @@ from hitrate.store.ledger import ENV_DB, GroupBy, GroupSummary, Ledger, default_
 from hitrate.store.litellm_import import LiteLLMFormatError, load_litellm_file
 from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
 
-_GROUPS = ("session", "run", "task", "model", "backend")
+_GROUPS = ("session", "run", "task", "model", "backend", "kind")  # kind: agent calls "(none)" vs "keepalive" warm-ups
 _PRICE_COLUMNS = ("model", "input", "output", "w 5m", "w 30m", "w 1h", "w 12h", "read", "min cache", "as of", "note")
 
 

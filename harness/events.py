@@ -79,6 +79,9 @@ class CallRecorded(_Event):
     stop_reason: str | None
     error: str | None = None
     epoch: int
+    kind: str | None = None
+    """"keepalive" for a warm-up that re-sent the last request to keep its cache alive (not an
+    agent step: `step` is 0 and the transcript is unchanged); None for an agent call."""
 
 
 class ToolCallStarted(_Event):

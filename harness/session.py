@@ -43,6 +43,7 @@ from hitrate.harness.events import (
 )
 from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.interruptible import Cancelled, GuardedCall, cancellable_sleep
+from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
 from hitrate.harness.resume import (
     PreviousRequest,
@@ -62,11 +63,11 @@ from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
-from hitrate.store.cost import CostBreakdown, cost
+from hitrate.store.cost import cost, miss_cost
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
-from hitrate.store.usage import WRITE_BUCKETS, Usage
+from hitrate.store.usage import Usage
 from hitrate.tools.base import ApprovalHook, ToolContext
 
 __all__ = ["Cancelled", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
@@ -84,21 +85,6 @@ class StepOutcome:
     record: CallRecord
     explanation: MissExplanation
     assistant: AssistantMessage | None
-
-
-def _miss_cost(explanation: MissExplanation, usage: Usage, breakdown: CostBreakdown) -> float | None:
-    """What the unread tokens cost beyond a cache read: they were paid as writes or fresh input."""
-    rates = breakdown.rates
-    if not explanation.tokens_missed:
-        return 0.0 if rates is not None else None
-    if rates is None:
-        return None
-    written = {b: getattr(usage, b) or 0 for b in WRITE_BUCKETS}
-    largest = max(written, key=lambda b: written[b])
-    write_rate = rates.rate_for(largest)
-    paid = write_rate if written[largest] > 0 and write_rate is not None else rates.input
-    read = rates.read if rates.read is not None else rates.input
-    return explanation.tokens_missed * max(0.0, paid - read) / 1_000_000
 
 
 class Session:
@@ -251,6 +237,12 @@ class Session:
     def approve(self, hook: ApprovalHook | None) -> None:
         self.tool_context = dataclasses.replace(self.tool_context, approve=hook)
 
+    @property
+    def last_request(self) -> PreviousRequest | None:
+        """The last request that returned, with the start of the last call that sent it (a
+        keep-alive warm-up of it included): what the next request's cache outcome depends on."""
+        return self._previous
+
     def emit(self, event: Any) -> None:
         self.sink(event)
 
@@ -376,6 +368,40 @@ class Session:
             )
         return StepOutcome(result=result, prompt=prompt, record=record, explanation=explanation, assistant=assistant)
 
+    def warm_up(self, cancel: threading.Event | None = None) -> CallRecord:
+        """Send the last request again, byte for byte, with the smallest output the provider allows,
+        so its cached prefix lives another TTL (see `hitrate.harness.keepalive`). The call is
+        recorded with kind "keepalive" and announced with step 0; the transcript does not change.
+        No retries: a failed warm-up is recorded and raised (CallError, or Cancelled once `cancel`
+        is set). ValueError when there is nothing that can be warmed."""
+        previous = self._previous
+        if previous is None:
+            raise ValueError("nothing to warm: no request has returned in this session yet")
+        if previous.unknown_from is not None:
+            raise ValueError("the cached prefix's bytes are not known since the resume, so they cannot be re-sent")
+        prompt, route = previous.prompt, self.route
+        if prompt.model != route.model or self._epoch_reason is not None:
+            raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
+        epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
+        guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
+        started_at = self.clock()
+        clock_start = time.monotonic()
+        try:
+            result = guard.attempt(lambda on_text: send_warmup(route.backend, prompt))
+        except CallError as error:
+            self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=KEEPALIVE_KIND)
+            raise
+        except (Cancelled, KeyboardInterrupt) as exc:
+            message = f"cancelled: {exc}" if str(exc) else "cancelled"
+            self._record_failure(0, prompt, started_at, clock_start, message, None, epoch, kind=KEEPALIVE_KIND)
+            raise Cancelled(str(exc) or "cancelled") from exc
+        explanation = self._explain(prompt, result, started_at)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=KEEPALIVE_KIND)
+        # A read refreshes the entry from this request's start: the next request is explained
+        # against the warm-up, not against the request it repeated.
+        self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
+        return record
+
     def _explain(self, prompt: Prompt, result: CallResult, started_at: datetime) -> MissExplanation:
         return explain_against(self._previous, prompt, started_at=started_at, rules=self.route.explain_rules, usage=result.usage)
 
@@ -397,7 +423,8 @@ class Session:
         )
 
     def _record(
-        self, step: int, prompt: Prompt, result: CallResult, started_at: datetime, explanation: MissExplanation, epoch: EpochView
+        self, step: int, prompt: Prompt, result: CallResult, started_at: datetime, explanation: MissExplanation, epoch: EpochView,
+        kind: str | None = None,
     ) -> CallRecord:
         breakdown = cost(result.usage, prompt.model, started_at, self.price_table)
         missed = explanation.reason != "hit"
@@ -411,13 +438,14 @@ class Session:
             cost_usd=breakdown.total,
             miss_reason=explanation.label if missed else None,
             miss_tokens=explanation.tokens_missed if missed else 0,
-            miss_cost_usd=_miss_cost(explanation, result.usage, breakdown) if missed else 0.0,
+            miss_cost_usd=miss_cost(explanation.tokens_missed, result.usage, breakdown) if missed else 0.0,
+            kind=kind,
         )
         return self._store(step, record, stop_reason=result.stop_reason, epoch=epoch)
 
     def _record_failure(
         self, step: int, prompt: Prompt, started_at: datetime, clock_start: float, error: str,
-        partial: dict[str, Any] | None, epoch: EpochView,
+        partial: dict[str, Any] | None, epoch: EpochView, kind: str | None = None,
     ) -> None:
         record = self._call_record(
             prompt,
@@ -426,6 +454,7 @@ class Session:
             usage=Usage(),
             raw_usage=partial,
             error=error,
+            kind=kind,
         )
         self._store(step, record, stop_reason=None, epoch=epoch)
 
@@ -452,6 +481,7 @@ class Session:
                 stop_reason=stop_reason,
                 error=record.error,
                 epoch=epoch.number,
+                kind=record.kind,
             )
         )
         return record

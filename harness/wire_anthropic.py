@@ -267,6 +267,9 @@ class AnthropicBackend:
         )
         self.last_report: RenderReport | None = None
         self._inflight = InFlight()
+        self.prewarm_refused = False
+        """Set for good once the server refused a `max_tokens: 0` pre-warm (`prewarm` then streams
+        one token instead)."""
 
     def close(self) -> None:
         self._client.close()
@@ -274,6 +277,52 @@ class AnthropicBackend:
     def abort(self) -> None:
         """Stop the calls open now (another thread's user pressed cancel)."""
         self._inflight.abort()
+
+    def prewarm(self, prompt: Prompt) -> CallResult:
+        """Read (and so refresh) or write the cache entries of `prompt` without generating: the body
+        `call` would send, with `max_tokens: 0`, which runs the prefill, writes the cache and returns
+        empty content. The API refuses a zero budget on a stream, so this call does not stream.
+
+        A server that refuses it (an Anthropic-compatible gateway that wants max_tokens >= 1) gets
+        one streamed token instead, from then on. Any 400 counts as that refusal: the same body with
+        a real budget was accepted when the request was first sent."""
+        if self.prewarm_refused:
+            return self.call(prompt, max_tokens=1)
+        report = RenderReport()
+        body = render_messages_request(prompt, max_tokens=0, report=report)
+        self.last_report = report
+        where = f"{self.label} at {self.base_url}"
+        timer = StreamTimer()
+        with self._inflight.track() as tracked:
+            try:
+                message = self._client.messages.create(**body)
+                tracked.check()
+            except anthropic.BadRequestError:
+                self.prewarm_refused = True
+                return self.call(prompt, max_tokens=1)
+            except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
+                error = stream_error(exc, where=where, request_id=None)
+                if error is exc:
+                    raise
+                raise error from exc
+        raw_usage = _dict(message.usage)
+        request_id = getattr(message, "_request_id", None)
+        try:
+            usage = from_anthropic(raw_usage)
+        except UsageFormatError as exc:
+            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        return CallResult(
+            assistant=None,
+            usage=usage,
+            raw_usage=raw_usage,
+            stop_reason=map_stop_reason(message.stop_reason),
+            raw_stop_reason=message.stop_reason,
+            model=message.model or prompt.model,
+            request_id=request_id,
+            response_id=message.id,
+            latency_s=timer.elapsed(),
+            request_body=body,
+        )
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()

@@ -4,7 +4,7 @@ The previous request left cache entries behind (where its marks sat, or, for pro
 prefixes on their own, along its whole prefix). The explanation takes the longest of them (the
 "ideal" read) and asks, in order, what kept the current request from reading it:
 
-    cold              no previous request in this session
+    cold              no previous request in this session, and no near-whole read from outside it
     model_changed     caches are per model
     below_min_tokens  the previous prefix was too short to be cached at all
     prefix_changed    a byte before the entry's end differs (section + line or JSON path)
@@ -145,10 +145,17 @@ def explain_miss(
         return read is not None and read > 0 and read >= scaled(tokens) * (1 - tolerance) - rules.prefix_granularity
 
     if previous is None:
-        if read:
+        cacheable = _cacheable(current, rules)
+        if read and reached(cacheable):
             return MissExplanation(reason="hit", label="hit", expected_read=read, detail="read an entry from outside this session")
-        cacheable = scaled(_cacheable(current, rules))
-        return MissExplanation(reason="cold", label="cold", tokens_missed=cacheable, detail="first request of the session")
+        # A partial read (e.g. another session's entry covering only the chat template's opening
+        # bytes, or a shared head) is still a cold start: the tokens not read are what it missed.
+        detail = "first request of the session"
+        if read:
+            detail += f"; {read} tokens read from an entry outside it"
+        return MissExplanation(
+            reason="cold", label="cold", tokens_missed=max(0, scaled(cacheable) - (read or 0)), detail=detail
+        )
 
     all_entries = _entries(previous, rules)
     entries = [e for e in all_entries if e.tokens >= rules.min_cacheable_tokens and e.tokens > 0]

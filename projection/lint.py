@@ -82,9 +82,35 @@ def _texts(section: Section) -> Iterator[tuple[str, str]]:
     """(location, text) pieces of a head section: JSON strings for tools, lines for text."""
     if section.kind == "tools":
         yield from _json_strings(json.loads(section.data) if section.data else [])
+    elif section.kind == "docs":
+        yield from _doc_lines(section.text)
     else:
         for n, line in enumerate(section.text.split("\n"), start=1):
             yield f"line {n}", line
+
+
+_DOC_OPEN = re.compile(r'^<doc path="([^"]*)"[^>]*>$')
+
+
+def _doc_lines(text: str) -> Iterator[tuple[str, str]]:
+    """Lines of the docs section located in the file they came from ("AGENTS.md line 2"): the
+    section wraps each file in `<doc path=...>` tags, so its own line numbers point nowhere a
+    user can open."""
+    path: str | None = None
+    n_in_doc = 0
+    for n, line in enumerate(text.split("\n"), start=1):
+        opening = _DOC_OPEN.match(line)
+        if opening:
+            path, n_in_doc = opening.group(1), 0
+            continue
+        if path is not None and line == "</doc>":
+            path = None
+            continue
+        if path is None:
+            yield f"line {n}", line
+        else:
+            n_in_doc += 1
+            yield f"{path} line {n_in_doc}", line
 
 
 # A user's home directory in a tool schema is a machine-specific value even when it is not the cwd.

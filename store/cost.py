@@ -107,6 +107,27 @@ def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None
     )
 
 
+def miss_cost(miss_tokens: int | None, usage: Usage, breakdown: CostBreakdown) -> float | None:
+    """What `miss_tokens` tokens that could have been read from the cache cost beyond a read, at
+    the rates of `breakdown` (the call's own `cost`). They were paid as the call's largest write
+    class, or as fresh input when it wrote nothing. None when the count is unknown or the call has
+    no rates; 0.0 for no missed tokens."""
+    if miss_tokens is None:
+        return None
+    rates = breakdown.rates
+    if rates is None:
+        return None
+    if miss_tokens == 0:
+        return 0.0
+    written = {b: getattr(usage, b) or 0 for b in WRITE_BUCKETS}
+    largest = max(written, key=lambda b: written[b])
+    write_rate = rates.rate_for(largest)
+    paid = write_rate if written[largest] > 0 and write_rate is not None else rates.input
+    # A model without a read rate bills reads as input: then a miss costs nothing extra.
+    read = rates.read if rates.read is not None else rates.input
+    return miss_tokens * max(0.0, paid - read) / _PER_TOKEN
+
+
 class UsageTotals(BaseModel):
     """Sums over a group of calls (a session, task, run, model, ...)."""
 

@@ -35,13 +35,14 @@ from hitrate.store.records import CallRecord, MessageRecord, RunRecord, SessionR
 from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, Usage
 
 ENV_DB = "HITRATE_DB"
-GroupBy = Literal["session", "run", "task", "model", "backend"]
+GroupBy = Literal["session", "run", "task", "model", "backend", "kind"]
 _GROUP_COLUMN: dict[str, str] = {
     "session": "session_id",
     "run": "run_id",
     "task": "task_id",
     "model": "model",
     "backend": "backend",
+    "kind": "kind",
 }
 
 
@@ -134,6 +135,15 @@ class Ledger:
                 self._saved_snapshots.clear()  # a snapshot stored in this transaction is gone too
                 raise
             conn.execute("COMMIT")
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """The ledger's SQLite connection, for SQL the ledger has no method for (attaching another
+        file to merge it in, checks on the raw rows). This thread holds it until the block ends;
+        other threads' reads and writes wait. The connection is in autocommit mode: group writes
+        in `transaction()` inside the block (the lock is re-entrant). Do not keep it afterwards."""
+        with self._lock:
+            yield self.db.conn
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         """Rows of one read as dicts, read whole while the lock is held (a lazy cursor would
@@ -336,7 +346,8 @@ class Ledger:
         return _totals_from_row(self._query(f"SELECT {_SUMMARY_SELECT} FROM calls {where}", params)[0])
 
     def summarize(self, by: GroupBy = "session", *, run_id: str | None = None) -> list[GroupSummary]:
-        """Totals per session / run / task / model / backend, in order of first call."""
+        """Totals per session / run / task / model / backend / kind, in order of first call (by
+        kind: ordinary calls under None, keep-alive warm-ups under "keepalive")."""
         if by not in _GROUP_COLUMN:
             raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(_GROUP_COLUMN)}")
         column = _GROUP_COLUMN[by]
@@ -427,6 +438,7 @@ def _call_row(call: CallRecord) -> dict[str, Any]:
             if call.sections is not None
             else None
         ),
+        "kind": call.kind,
     }
 
 
@@ -438,6 +450,7 @@ _CALL_COLUMNS = (
     *("raw_usage", "price_snapshot_id", "cost_usd", "miss_reason", "miss_tokens", "miss_cost_usd", "error"),
     *("layout", "cache_mode"),
     "sections_json",
+    "kind",
 )
 _INSERT_CALL = (
     f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join(':' + c for c in _CALL_COLUMNS)})"

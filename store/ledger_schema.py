@@ -124,11 +124,19 @@ def _v4_session_messages(db: Database) -> None:
     db["sessions"].add_column("model_spec", str)
 
 
+def _v5_call_kind(db: Database) -> None:
+    # Not every call is an agent step: a keep-alive warm-up re-sends the last request only to keep
+    # its cached prefix alive. It costs money, so it is a row like any other, tagged so reports can
+    # show warm-ups apart. NULL: an ordinary call (and every call recorded earlier).
+    db["calls"].add_column("kind", str)
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     _v1_tables,
     _v2_eval_tags_and_indexes,
     _v3_call_sections,
     _v4_session_messages,
+    _v5_call_kind,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

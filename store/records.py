@@ -112,6 +112,9 @@ class CallRecord(BaseModel):
     sections: list[CallSection] | None = None
     """The prompt's sections with token counts, block layout and marks (for what-if replay);
     None for calls recorded before the ledger stored them."""
+    kind: str | None = None
+    """What the call was for when it was not an agent step: "keepalive" (a warm-up that re-sent
+    the last request to keep its cached prefix alive). None for an ordinary call."""
 
 
 class RunRecord(BaseModel):

@@ -26,12 +26,14 @@ from hitrate.tui.cache_panel import CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
 from hitrate.tui.dialogs import approval_screen
 from hitrate.tui.figures import SessionFigures, fmt_tokens
+from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
 from hitrate.tui.messages import (
     ApprovalRequested,
     CallRecorded,
     CallStarting,
     EpochStarted,
+    KeepAliveEnded,
     StreamVoided,
     TextDelta,
     ToolFinished,
@@ -74,7 +76,8 @@ class HitrateApp(CommandsMixin, App[None]):
         history: InputHistory | None = None,
         resumed: ResumedSession | None = None,
     ) -> None:
-        """`clock` and `tick_s` exist so tests can freeze the TTL countdown (tick_s=None: no timer)."""
+        """`clock` and `tick_s` exist so tests can freeze the TTL countdown (tick_s=None: no timer;
+        `tick()` then does what the timer would, keep-alive warm-ups included)."""
         super().__init__()
         self.link = link
         self.approvals = approvals
@@ -87,6 +90,10 @@ class HitrateApp(CommandsMixin, App[None]):
         self.busy = False
         """True while a turn runs or a /model switch resolves its backend: no new prompt then."""
         self._turn_running = False
+        self.warming = False
+        """True while a keep-alive warm-up runs (at most one at a time)."""
+        self.keepalive_toggled = False
+        """The user switched keep-alive in this sitting: its state stays on screen."""
         self._cancel = threading.Event()
         self._history = history or InputHistory()
         self._resumed = resumed
@@ -109,7 +116,7 @@ class HitrateApp(CommandsMixin, App[None]):
         self.refresh_figures()
         self.query_one(PromptInput).focus()
         if self.tick_s:
-            self.set_interval(self.tick_s, self.refresh_figures)
+            self.set_interval(self.tick_s, self.tick)
         where = f" in {self.workspace.name}" if self.workspace is not None else ""
         await self.conversation.add_notice(
             f"hitrate{where} · {self.link.model_label} · /help for commands, Esc cancels a step"
@@ -127,14 +134,42 @@ class HitrateApp(CommandsMixin, App[None]):
 
     def refresh_figures(self) -> None:
         """Redraw the status line and the panel summary from the figures and the clock."""
+        now = self.clock()
         totals = self.figures.totals()
-        clock = self.prefix_clock.clock(self.clock())
-        self.query_one(StatusLine).show(self.link.model_label, self.activity, totals, clock)
+        clock = self.prefix_clock.clock(now)
+        decision = self.link.keepalive(now)
+        shown = {"busy": self.busy, "warming": self.warming, "toggled": self.keepalive_toggled}
+        self.query_one(StatusLine).show(self.link.model_label, self.activity, totals, clock, status_segment(decision, now, **shown))
         panel = self.cache_panel
         panel.show_summary(
             summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd())
         )
         panel.show_clock(clock)
+        panel.show_keepalive(panel_line(decision, now, **shown))
+
+    def tick(self) -> None:
+        """Once a second: redraw the countdowns, and start a keep-alive warm-up when one is due."""
+        self.refresh_figures()
+        self.maybe_warm()
+
+    def maybe_warm(self) -> bool:
+        """Start a warm-up if the warmer says one is due now and nothing else is running."""
+        if self.busy or self.warming or self.link.keepalive(self.clock()).action != "warm":
+            return False
+        self.warming = True
+        self.refresh_figures()
+        self._keepalive_worker()
+        return True
+
+    @work(thread=True, group="keepalive", exit_on_error=False)
+    def _keepalive_worker(self) -> None:
+        # Off the event loop like a turn; the warm-up's call arrives as CallRecorded.
+        error: str | None = None
+        try:
+            self.link.warm_up(self.post_message)
+        except Exception as exc:  # the app must survive it and say what it was
+            error = f"{type(exc).__name__}: {exc}"
+        self.post_message(KeepAliveEnded(error))
 
     def set_activity(self, activity: str) -> None:
         self.activity = activity
@@ -227,6 +262,13 @@ class HitrateApp(CommandsMixin, App[None]):
         if figure.error is None:
             self.prefix_clock.observe(figure.started_at, figure.usage)
         await self.cache_panel.add_call(figure)
+        self.refresh_figures()
+
+    @on(KeepAliveEnded)
+    async def on_keep_alive_ended(self, message: KeepAliveEnded) -> None:
+        self.warming = False
+        if message.error is not None:
+            await self.conversation.add_notice(f"keep-alive warm-up failed: {message.error}", "warning")
         self.refresh_figures()
 
     @on(EpochStarted)

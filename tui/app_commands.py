@@ -1,4 +1,4 @@
-"""Slash commands of the app: /model, /cost, /clear, /resume, /approve, /help, /quit.
+"""Slash commands of the app: /model, /cost, /clear, /resume, /approve, /keepalive, /help, /quit.
 
 They run on the app's event loop, between turns, and change widgets directly (they are user
 actions, not agent output).
@@ -14,6 +14,7 @@ from textual import work
 from hitrate.tui.commands import CommandError, help_markdown, parse_command
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.keepalive_view import keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
 from hitrate.tui.messages import ModelSwitched
 
@@ -60,6 +61,11 @@ def cost_markdown(figures: SessionFigures) -> str:
         total = figures.miss_cost_usd()
         if total is not None:
             lines += ["", f"Misses cost {fmt_usd(total)} in all."]
+    warmups = figures.keepalive_calls()
+    if warmups:
+        spent = [c.cost_usd for c in warmups if c.cost_usd is not None]
+        lines += ["", f"Keep-alive warm-ups: {len(warmups)}, {fmt_usd(sum(spent) if spent else None)} "
+                  "(included above; `/keepalive` says why they were sent)."]
     return "\n".join(lines)
 
 
@@ -91,6 +97,24 @@ class CommandsMixin:
         self.approvals = arg.lower() == "on"
         state = "asks before shell commands and file writes" if self.approvals else "runs shell commands and writes files without asking"
         await self.conversation.add_notice(f"the agent now {state}")
+
+    async def _command_keepalive(self: "HitrateApp", arg: str) -> None:
+        if arg:
+            on = arg.lower() == "on"
+            self.link.set_keepalive(on)
+            self.keepalive_toggled = True
+            decision = self.link.keepalive(self.clock())
+            if not on:
+                await self.conversation.add_notice("keep-alive off: an idle session's cached prefix is left to expire")
+            elif decision.action == "skip":
+                await self.conversation.add_notice(f"keep-alive on, but nothing will be warmed now: {decision.reason}")
+            else:
+                await self.conversation.add_notice(f"keep-alive on: {decision.render(self.clock())}")
+            self.refresh_figures()
+            return
+        now = self.clock()
+        enabled = self.link.keepalive_enabled
+        await self.conversation.add_markdown(keepalive_markdown(self.link.keepalive(now), now, enabled=enabled, figures=self.figures))
 
     async def _command_model(self: "HitrateApp", arg: str) -> None:
         try:

@@ -88,4 +88,5 @@ class EventBridge:
             miss_cost_usd=event.miss_cost_usd,
             error=event.error,
             epoch=event.epoch,
+            kind=event.kind,
         )

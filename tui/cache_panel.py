@@ -53,7 +53,10 @@ class CallBar(_BarColours):
     """One call: a read / write / fresh / output bar, its cost, its counts, and why it missed."""
 
     def __init__(self, figure: CallFigure) -> None:
-        super().__init__(classes="call-bar" + (" -miss" if figure.missed else "") + (" -failed" if figure.error else ""))
+        super().__init__(
+            classes="call-bar" + (" -miss" if figure.missed else "") + (" -failed" if figure.error else "")
+            + (" -keepalive" if figure.keepalive else "")
+        )
         self.figure = figure
 
     def render(self) -> Text:
@@ -77,7 +80,9 @@ class CallBar(_BarColours):
             text.append(marker, style=self._style("unknown"))
         text.append(cost)
         counts = "  ".join(f"{PART_LETTERS[p]} {fmt_tokens(n)}" for p, n in parts.items())
-        text.append(f"\n   {counts}", style=self._style("dim"))
+        # A warm-up is not an agent step: it only kept the cached prefix alive.
+        label = "keep-alive · " if fig.keepalive else ""
+        text.append(f"\n   {label}{counts}", style=self._style("dim"))
         if fig.error:
             text.append(f"\n   ✗ failed: {fig.error.splitlines()[0][:60]}", style=self._style("miss"))
         elif fig.missed:
@@ -112,6 +117,15 @@ class CacheClockView(Static):
         self.update(Text(f"● cache {clock.render()}"))
 
 
+class KeepAliveView(Static):
+    """The keep-alive warmer's state under the TTL clock; hidden when there is nothing to say."""
+
+    def show(self, line: str | None) -> None:
+        self.display = line is not None
+        if line is not None:
+            self.update(Text(line))
+
+
 class CachePanel(Vertical):
     """Docked beside the conversation: session summary, the TTL clock, a legend and the calls."""
 
@@ -119,6 +133,7 @@ class CachePanel(Vertical):
         yield Static("Cache", id="cache-title")
         yield Static("", id="cache-summary")
         yield CacheClockView("", id="cache-clock")
+        yield KeepAliveView("", id="cache-keepalive")
         yield BarLegend(id="cache-legend")
         yield VerticalScroll(id="cache-calls")
 
@@ -131,6 +146,9 @@ class CachePanel(Vertical):
 
     def show_clock(self, clock: CacheClock) -> None:
         self.query_one(CacheClockView).show(clock)
+
+    def show_keepalive(self, line: str | None) -> None:
+        self.query_one(KeepAliveView).show(line)
 
     async def add_call(self, figure: CallFigure) -> None:
         await self.query_one("#cache-calls", VerticalScroll).mount(CallBar(figure))

@@ -52,12 +52,18 @@ def tui_command(
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls per prompt."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    keepalive: bool = typer.Option(
+        True, "--keepalive/--no-keepalive",
+        help="While you are idle, re-warm the cached prefix before its TTL runs out, but only when the expected "
+        "saving beats the warm-up's cost (never on DeepSeek, local or self-hosted servers). /keepalive switches it.",
+    ),
 ) -> None:
     """Work with the agent interactively and watch the prompt cache.
 
     Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
     the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
     # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
+    from hitrate.harness.keepalive import KeepAliveConfig
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
@@ -74,6 +80,7 @@ def tui_command(
             db,
             limits=AgentLimits(max_steps=max_steps, max_cost_usd=max_cost),
             session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui"),
+            keepalive=KeepAliveConfig(enabled=keepalive),
         )
     except ModelSpecError as exc:
         _fail(str(exc))

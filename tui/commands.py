@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "quit"]
+CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "quit"]
 
 
 class CommandError(ValueError):
@@ -41,11 +41,16 @@ COMMANDS: dict[str, CommandHelp] = {
     "clear": CommandHelp(usage="/clear", summary="start a new session (empty history; the cached tools + system head stays reusable)"),
     "resume": CommandHelp(usage="/resume [session-id]", summary="list recent sessions, or resume one from the ledger"),
     "approve": CommandHelp(usage="/approve on|off", summary="ask before shell commands and file writes, or not"),
+    "keepalive": CommandHelp(
+        usage="/keepalive [on|off]",
+        summary="warm an idle session's cached prefix before it expires, when that is expected to pay; "
+        "without an argument, what the warmer will do and why",
+    ),
     "help": CommandHelp(usage="/help", summary="this list"),
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
 }
 
-_TAKES_ARG = {"model": "required", "resume": "optional", "approve": "required"}
+_TAKES_ARG = {"model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
 
 
 def is_command(text: str) -> bool:
@@ -70,6 +75,8 @@ def parse_command(text: str) -> Command:
         raise CommandError(f"/{name} takes no argument (usage: {COMMANDS[name].usage})")
     if name == "approve" and arg.lower() not in ("on", "off"):
         raise CommandError(f"usage: {COMMANDS['approve'].usage}")
+    if name == "keepalive" and arg.lower() not in ("", "on", "off"):
+        raise CommandError(f"usage: {COMMANDS['keepalive'].usage}")
     return Command(name=name, arg=arg)  # type: ignore[arg-type]
 
 

@@ -35,10 +35,16 @@ class CallFigure(BaseModel):
     """What the miss cost compared with a hit."""
     error: str | None = None
     epoch: int = 0
+    kind: str | None = None
+    """"keepalive" for a warm-up that kept the cached prefix alive; None for an agent call."""
 
     @property
     def missed(self) -> bool:
         return self.miss_reason is not None
+
+    @property
+    def keepalive(self) -> bool:
+        return self.kind == "keepalive"
 
 
 class SessionFigures:
@@ -69,6 +75,9 @@ class SessionFigures:
     @property
     def failed_calls(self) -> int:
         return sum(1 for c in self.calls if c.error is not None)
+
+    def keepalive_calls(self) -> list[CallFigure]:
+        return [c for c in self.calls if c.keepalive]
 
     def misses(self) -> list[CallFigure]:
         return [c for c in self.calls if c.missed]

@@ -17,9 +17,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
+from hitrate.harness.interruptible import Cancelled
+from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, KeepAliveDecision
 from hitrate.harness.resume import SessionNotResumable, resumable_sessions
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig, SessionInputs
+from hitrate.harness.wire_types import CallError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import PriceTable
@@ -83,10 +86,12 @@ class HarnessLink:
         context: Callable[[], dict[str, str]] | None = None,
         price_table: PriceTable | None = None,
         clock: Callable[[], datetime] = utc_now,
+        keepalive: KeepAliveConfig | None = None,
     ) -> None:
         """Resolve `spec` and open a session; raises ValueError (ModelSpecError, RouteError) when
         the backend cannot be used. `ledger_path` None: $HITRATE_DB or the user data dir.
-        `clock` stamps each call's start (the TTL countdown runs from it)."""
+        `clock` stamps each call's start (the TTL countdown runs from it). `keepalive` configures
+        the warm-ups that keep an idle session's cached prefix alive when that pays."""
         self.workspace = Path(workspace).resolve()
         self.router = router or Router()
         self.limits = limits or AgentLimits()
@@ -95,6 +100,11 @@ class HarnessLink:
         self.context = context
         self.price_table = price_table
         self.clock = clock
+        self.warmer = CacheWarmer(keepalive)
+        # A turn and a warm-up both extend the session's ledger rows and move its last request:
+        # never both at once. A turn stops a warm-up in flight (`_warm_cancel`) and waits for it.
+        self._work = threading.Lock()
+        self._warm_cancel = threading.Event()
         self._forward: Callable[[BaseModel], None] | None = None
         self.ledger = Ledger(ledger_path)
         try:
@@ -136,6 +146,11 @@ class HarnessLink:
     # ---- a turn (worker thread) -------------------------------------------------------------
 
     def run_turn(self, prompt: str, post: Post, cancel: threading.Event, approve: Approve) -> None:
+        self._warm_cancel.set()
+        with self._work:
+            self._run_turn(prompt, post, cancel, approve)
+
+    def _run_turn(self, prompt: str, post: Post, cancel: threading.Event, approve: Approve) -> None:
         session = self.session
         bridge = EventBridge(post, backend=self.provider, model=self.model)
         session.approve = approve
@@ -148,6 +163,40 @@ class HarnessLink:
         if bridge.outcome is None:  # the agent always ends with Finished; say so if it did not
             post(TurnEnded("cancelled" if result.status == "cancelled" else "failed", result.detail))
 
+    # ---- keep-alive --------------------------------------------------------------------------
+
+    def keepalive(self, now: datetime) -> KeepAliveDecision:
+        return self.warmer.decision(self.session, now)
+
+    @property
+    def keepalive_enabled(self) -> bool:
+        return self.warmer.enabled
+
+    def set_keepalive(self, on: bool) -> None:
+        self.warmer.enabled = on
+
+    def warm_up(self, post: Post) -> None:
+        """(worker thread) Send a warm-up if one is still due once the session is free. A failed or
+        stopped warm-up is recorded and reported like any call, not raised."""
+        cancel = threading.Event()
+        self._warm_cancel = cancel
+        with self._work:
+            session = self.session
+            if cancel.is_set() or self.warmer.decision(session, self.clock()).action != "warm":
+                return  # a turn or a command came first; the prefix it sent needs no warm-up now
+            self._forward = EventBridge(post, backend=self.provider, model=self.model)
+            try:
+                self.warmer.warm(session, cancel)
+            except (CallError, Cancelled):
+                pass
+            finally:
+                self._forward = None
+
+    def _session_free(self) -> threading.Lock:
+        """The work lock, after asking a warm-up in flight to stop."""
+        self._warm_cancel.set()
+        return self._work
+
     # ---- commands (event loop, between turns) ------------------------------------------------
 
     def check_model(self, spec: str) -> tuple[str, str, str]:
@@ -155,10 +204,13 @@ class HarnessLink:
         return parsed.provider, parsed.model, parsed.label
 
     def switch_model(self, spec: str) -> None:
-        self.session.switch_model(self.router.resolve(spec))
+        route = self.router.resolve(spec)
+        with self._session_free():
+            self.session.switch_model(route)
 
     def new_session(self) -> None:
-        self.session = self._open_new(self.session.route)
+        with self._session_free():
+            self.session = self._open_new(self.session.route)
 
     def _open_new(self, route: Route) -> Session:
         return Session(route, self.workspace, ledger=self.ledger, config=self.session_config, **self._session_kwargs())
@@ -173,14 +225,15 @@ class HarnessLink:
 
     def resume(self, session_id: str) -> ResumedSession:
         """Continue `session_id` from the ledger on the current model, in this workspace."""
-        try:
-            session = Session.resume(self.ledger, session_id, self.session.route, self.workspace,
-                                     config=self.session_config, **self._session_kwargs())
-        except SessionNotResumable:
-            if not session_id or any(c not in _SESSION_ID_CHARS for c in session_id):
-                raise KeyError(f"{session_id!r} is not a session id (ids are hex digits; /resume lists them)") from None
-            raise
-        self.session = session
+        with self._session_free():
+            try:
+                session = Session.resume(self.ledger, session_id, self.session.route, self.workspace,
+                                         config=self.session_config, **self._session_kwargs())
+            except SessionNotResumable:
+                if not session_id or any(c not in _SESSION_ID_CHARS for c in session_id):
+                    raise KeyError(f"{session_id!r} is not a session id (ids are hex digits; /resume lists them)") from None
+                raise
+            self.session = session
         figures = [
             figure_from_record(record, n, epoch=session.epoch_of_call.get(record.id, 0))
             for n, (_, record) in enumerate(session.records, start=1)
@@ -189,6 +242,10 @@ class HarnessLink:
 
     def close(self) -> None:
         """Release the backend (a local engine stops) and close the ledger."""
+        # A warm-up in flight stops at once and records itself; give it a moment to do so.
+        self._warm_cancel.set()
+        if self._work.acquire(timeout=5):
+            self._work.release()
         try:
             self.session.close()
         finally:

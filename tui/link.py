@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.harness.keepalive import KeepAliveDecision
 from hitrate.store.cost import cost
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord
@@ -98,6 +99,20 @@ class AgentLink(Protocol):
     def resume(self, session_id: str) -> ResumedSession:
         """Continue session `session_id` from the ledger; raise KeyError if there is none."""
 
+    def keepalive(self, now: datetime) -> KeepAliveDecision:
+        """Whether to warm the cached prefix at `now`, and why (`hitrate.harness.keepalive`)."""
+
+    @property
+    def keepalive_enabled(self) -> bool:
+        """Whether keep-alive warm-ups are switched on."""
+
+    def set_keepalive(self, on: bool) -> None:
+        """Turn keep-alive warm-ups on or off."""
+
+    def warm_up(self, post: Post) -> None:
+        """Send a keep-alive warm-up if one is still due; blocks; reports the recorded call through
+        `post`. Gives way to a turn: `run_turn` stops a warm-up in flight and waits for it."""
+
     def close(self) -> None: ...
 
 
@@ -115,6 +130,7 @@ def figure_from_record(record: CallRecord, number: int, epoch: int = 0) -> CallF
         miss_cost_usd=record.miss_cost_usd,
         error=record.error,
         epoch=epoch,
+        kind=record.kind,
     )
 
 

@@ -110,3 +110,12 @@ class ModelSwitched(AgentMessage):
         super().__init__()
         self.spec = spec
         self.error = error
+
+
+class KeepAliveEnded(AgentMessage):
+    """A keep-alive warm-up worker finished (its call, if one was sent, arrived as CallRecorded);
+    `error` says what went wrong outside the call itself."""
+
+    def __init__(self, error: str | None = None) -> None:
+        super().__init__()
+        self.error = error

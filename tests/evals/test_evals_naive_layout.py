@@ -119,3 +119,26 @@ def test_naive_run_reads_only_the_tools_prefix(tmp_path):
         calls = ledger.calls(run_id=result.run_id)
     assert {c.layout for c in calls} == {"naive"}
     assert all(c.miss_reason and c.miss_reason.startswith("prefix_changed(system") for c in calls[1:])
+
+
+def test_naive_first_call_that_reads_another_tasks_tools_is_recorded_cold(tmp_path):
+    # Both tasks of a run share the nonce, so the second task's first request reads the first one's
+    # tools section from the cache: a partial read, still a cold start of that session.
+    suite = tmp_path / "suite"
+    write_task(suite, "fix-add")
+    write_task(suite, "fix-add-again")
+    backend = PrefixCacheBackend()
+    db = tmp_path / "naive.db"
+    settings = EvalSettings(suite=str(suite), model="openai-compat/fake@http://127.0.0.1:9/v1", policy="replay", layout="naive")
+    result = run_eval(settings, db_path=db, routes=FakeRoutes(backend), naive_clock=StepClock())
+    assert [r.outcome for r in result.results] == ["pass", "pass"]
+    with Ledger(db) as ledger:
+        calls = ledger.calls(run_id=result.run_id)
+    firsts = [next(c for c in calls if c.session_id == s) for s in dict.fromkeys(c.session_id for c in calls)]
+    assert len(firsts) == 2
+    partial = [c for c in firsts if c.usage.cache_read]
+    assert len(partial) == 1  # the later task's first call
+    (call,) = partial
+    assert call.miss_reason == "cold"
+    assert call.miss_tokens == call.usage.prompt_tokens - call.usage.cache_read > 0
+    assert all(c.miss_reason == "cold" for c in firsts)

@@ -143,6 +143,20 @@ def anthropic_events(reply: Reply, model: str) -> list[bytes]:
     return out
 
 
+def anthropic_message(reply: Reply, model: str, max_tokens: int | None) -> dict[str, Any]:
+    """A non-streamed Messages reply. With `max_tokens: 0` (a cache pre-warm) it has no content and
+    reports no output, whatever the script says."""
+    usage = dict(reply.usage or {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5})
+    content: list[dict[str, Any]] = []
+    if max_tokens == 0:
+        usage["output_tokens"] = 0
+    elif reply.text:
+        content.append({"type": "text", "text": reply.text})
+    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": reply.model or model, "content": content,
+            "stop_reason": "max_tokens" if max_tokens == 0 else (reply.stop or "end_turn"), "stop_sequence": None,
+            "usage": usage}
+
+
 def openai_events(reply: Reply, model: str, include_usage: bool) -> list[bytes]:
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000, "model": reply.model or model}
 
@@ -345,6 +359,9 @@ class FakeLLMServer:
             ]
             self._stream(handler, events, {})
             return
+        if anthropic_api and not request.get("stream"):
+            self._json(handler, anthropic_message(item, model, request.get("max_tokens")), item.headers)
+            return
         if anthropic_api:
             events = anthropic_events(item, model)
         elif responses_api:
@@ -353,6 +370,18 @@ class FakeLLMServer:
             include = bool((request.get("stream_options") or {}).get("include_usage"))
             events = openai_events(item, model, include)
         self._stream(handler, events, item.headers)
+
+    @staticmethod
+    def _json(handler: BaseHTTPRequestHandler, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        data = json.dumps(payload).encode()
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        handler.send_header("request-id", "req_fake")
+        for k, v in headers.items():
+            handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(data)
 
     @staticmethod
     def _stream(handler: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from fake_llm_server import Reply, anthropic_events
+from fake_llm_server import Reply, anthropic_events, openai_events, responses_events
 from scripted_model import scripted_route
 
 from hitrate.harness.agent import INTERRUPTED_NOTE, Agent
@@ -29,11 +29,25 @@ def fixed_context() -> dict[str, str]:
     return {"date": "2026-03-04", "workspace": "ws"}
 
 
-class SilentServer:
-    """An Anthropic endpoint that goes silent: before sending headers ("headers"), or after
-    `message_start` while the model would be thinking ("thinking"). It notes when the client hangs up."""
+# Each backend wire: the model spec, its environment (with {url} for the server's), and the first
+# event of a streamed reply (what a model sends before it starts thinking).
+WIRES = {
+    "anthropic_messages": ("anthropic/claude-sonnet-5", {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "{url}"},
+                           lambda: anthropic_events(Reply(text="too late"), "claude-sonnet-5")[0]),
+    "openai_chat": ("openai/gpt-5.5", {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "{url}/v1"},
+                    lambda: openai_events(Reply(text="too late"), "gpt-5.5", include_usage=True)[0]),
+    "openai_responses": ("openai-responses/gpt-5.5", {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "{url}/v1"},
+                         lambda: responses_events(Reply(text="too late"), "gpt-5.5")[0]),
+}
 
-    def __init__(self, mode: str, silence_s: float = 30.0) -> None:
+
+class SilentServer:
+    """A model endpoint that goes silent: before sending headers ("headers"), or after the stream's
+    first event while the model would be thinking ("thinking"). It notes when the client hangs up.
+    It speaks the wire `wire` (a key of WIRES) and answers a POST to any path."""
+
+    def __init__(self, mode: str, silence_s: float = 30.0, wire: str = "anthropic_messages") -> None:
+        first_event = WIRES[wire][2]()
         self.silent = threading.Event()
         self.hung_up = threading.Event()
         server = self
@@ -46,13 +60,12 @@ class SilentServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 self.rfile.read(int(self.headers.get("content-length") or 0))
-                events = anthropic_events(Reply(text="too late"), "claude-sonnet-5")
                 if mode == "thinking":
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
                     self.send_header("connection", "close")
                     self.end_headers()
-                    self.wfile.write(events[0])
+                    self.wfile.write(first_event)
                     self.wfile.flush()
                 server.silent.set()
                 end = time.monotonic() + silence_s
@@ -100,11 +113,14 @@ def cancel_when(event: threading.Event, cancel: threading.Event, delay_s: float 
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("wire", list(WIRES))
 @pytest.mark.parametrize("mode", ["headers", "thinking"])
-def test_cancel_interrupts_a_silent_model_call(mode, workspace, ledger):
-    server = SilentServer(mode)
+def test_cancel_interrupts_a_silent_model_call(mode, wire, workspace, ledger):
+    server = SilentServer(mode, wire=wire)
     try:
-        route = Router(env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": server.url}).resolve("anthropic/claude-sonnet-5")
+        spec, env, _ = WIRES[wire]
+        route = Router(env={k: v.format(url=server.url) for k, v in env.items()}).resolve(spec)
+        assert route.backend.wire == wire
         session = Session(route, workspace, ledger=ledger, context=fixed_context)
         cancel = threading.Event()
         cancel_when(server.silent, cancel)

@@ -32,6 +32,29 @@ def test_cold_first_request() -> None:
     assert (verdict.label, verdict.tokens_missed) == ("cold", prompt.breakpoints[-1].prefix_tokens)
 
 
+def test_first_request_with_a_partial_read_is_still_cold_with_the_unread_tokens() -> None:
+    # Another session's entry can cover the request's opening bytes (the chat template before a
+    # volatile system prompt, a shared tool list): a read, but far from all the request could read.
+    local = ProviderRules(family="local")
+    s = Session()
+    s.append(user("hello " * 400))
+    prompt = s.send()
+    whole = prompt.total_tokens
+    partial = whole // 7
+    verdict = _explain(None, prompt, rules=local, read=partial)
+    assert (verdict.reason, verdict.label, verdict.tokens_missed) == ("cold", "cold", whole - partial)
+    assert f"{partial} tokens read" in verdict.detail
+    # Calibrated to the provider's own prompt count, like every other label.
+    verdict = _explain(None, prompt, rules=local, read=partial * 2, reported_prompt_tokens=whole * 2)
+    assert (verdict.label, verdict.tokens_missed) == ("cold", 2 * whole - 2 * partial)
+    # Marks: what the request could cache ends at its last mark.
+    marked = _explain(None, prompt, read=prompt.head_tokens)
+    assert (marked.label, marked.tokens_missed) == ("cold", prompt.breakpoints[-1].prefix_tokens - prompt.head_tokens)
+    # A read of (about) everything cacheable is a hit on an entry from outside the session.
+    assert _explain(None, prompt, rules=local, read=whole - 3).label == "hit"
+    assert _explain(None, prompt, read=prompt.breakpoints[-1].prefix_tokens).label == "hit"
+
+
 def test_hit_when_the_provider_read_the_previous_prefix() -> None:
     _, first, second = _two_requests()
     ideal = first.breakpoints[-1].prefix_tokens

@@ -114,3 +114,15 @@ def test_head_below_the_minimum_and_marks_on_markless_providers() -> None:
     assert "head_below_min" in _codes(_prompt(rules=rules), rules)
     anthropic_prompt = _prompt()
     assert "marks_ignored" in _codes(anthropic_prompt, ProviderRules(family="deepseek"))
+
+
+def test_findings_in_docs_name_the_file_and_its_own_line() -> None:
+    from hitrate.projection.docs import ProjectDoc
+
+    docs = [
+        ProjectDoc(path="AGENTS.md", text="# Notes\nBuilt 2026-11-29 by CI."),
+        ProjectDoc(path="README.md", text="Intro\n\nSession 4f9c2a1e-7b3d-4c8e-9a0f-1d2e3f4a5b6c."),
+    ]
+    found = _codes(_prompt(docs=docs))
+    assert found["volatile_date"][0].location == "AGENTS.md line 2"
+    assert found["volatile_uuid"][0].location == "README.md line 3"

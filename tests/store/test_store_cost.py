@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from hitrate.store.cache_rules import anthropic_bill_split, openai_cached_tokens
-from hitrate.store.cost import aggregate, cost
+from hitrate.store.cost import aggregate, cost, miss_cost
 from hitrate.store.normalize import from_anthropic, from_deepseek, from_gemini, from_openai_chat
 from hitrate.store.prices import PriceTable
 from hitrate.store.usage import Usage
@@ -252,3 +252,20 @@ def test_cost_needs_timezone() -> None:
     with pytest.raises(ValueError, match="timezone"):
         cost(anthropic(fresh=1), "claude-opus-5", datetime(2026, 11, 18, 12), TABLE)
     assert cost(anthropic(fresh=1), "claude-opus-5", WHEN - timedelta(days=400), TABLE).total is not None
+
+
+def test_miss_cost_is_the_missed_tokens_at_what_was_paid_instead_of_the_read_rate() -> None:
+    rates = TABLE.rates_for("claude-opus-5", WHEN, 1).tier
+    assert rates.write_1h is not None and rates.write_5m is not None and rates.read is not None
+    # The largest write class sets the price the missed tokens were paid at.
+    mixed = anthropic(fresh=10, w5=100, w1h=4 * K)
+    breakdown = cost(mixed, "claude-opus-5", WHEN, TABLE)
+    assert miss_cost(3 * K, mixed, breakdown) == pytest.approx(3 * K * (rates.write_1h - rates.read) / 1e6)
+    # Nothing written: the missed tokens were paid as fresh input.
+    fresh = anthropic(fresh=5 * K)
+    assert miss_cost(5 * K, fresh, cost(fresh, "claude-opus-5", WHEN, TABLE)) == pytest.approx(5 * K * (rates.input - rates.read) / 1e6)
+    assert miss_cost(0, fresh, cost(fresh, "claude-opus-5", WHEN, TABLE)) == 0.0
+    # Unknown count, or no rates (an unpriced model): unknown, never 0.
+    assert miss_cost(None, fresh, cost(fresh, "claude-opus-5", WHEN, TABLE)) is None
+    unpriced = cost(fresh, "no-such-model", WHEN, TABLE)
+    assert unpriced.rates is None and miss_cost(0, fresh, unpriced) is None and miss_cost(100, fresh, unpriced) is None

@@ -35,10 +35,12 @@ def anthropic_call(**kw: object) -> CallRecord:
 
 
 def test_file_is_wal_and_current_schema(ledger: Ledger) -> None:
-    assert ledger.db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert ledger.schema_version == SCHEMA_VERSION
-    assert set(ledger.db.table_names()) >= {"runs", "tasks", "sessions", "calls", "price_snapshots"}
-    assert set(_CALL_COLUMNS) == set(ledger.db["calls"].columns_dict)
+    with ledger.connection() as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        db = Database(conn)
+        assert set(db.table_names()) >= {"runs", "tasks", "sessions", "calls", "price_snapshots"}
+        assert set(_CALL_COLUMNS) == set(db["calls"].columns_dict)
 
 
 def test_call_round_trip_keeps_unknowns_unknown(ledger: Ledger) -> None:
@@ -66,7 +68,8 @@ def test_call_round_trip_keeps_unknowns_unknown(ledger: Ledger) -> None:
     (back,) = ledger.calls(session_id="s1")
     assert back == call
     assert back.usage.cache_read is None and back.usage.fresh_input is None  # NULL, not 0
-    row = ledger.db.conn.execute("SELECT cache_read, fresh_input, prompt_total FROM calls").fetchone()
+    with ledger.connection() as conn:
+        row = conn.execute("SELECT cache_read, fresh_input, prompt_total FROM calls").fetchone()
     assert row == (None, None, 500)
 
 
@@ -216,7 +219,7 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
     conn.close()
 
     with Ledger(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 4
+        assert ledger.schema_version == SCHEMA_VERSION == 5
         assert {"layout", "cache_mode"} <= set(ledger.db["calls"].columns_dict)
         # v4: sessions say where they worked and on which spec; older ones do not know, and have no transcript.
         old_session = ledger.get_session("old-session")
@@ -224,6 +227,7 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
         assert ledger.messages("old-session") == [] and ledger.sessions(with_messages=True) == []
         (old,) = ledger.calls()
         assert old.id == "old-call" and old.usage.cache_read == 90 and old.layout is None and old.cost_usd == 0.001
+        assert old.kind is None  # v5: calls recorded before warm-ups were tagged are ordinary calls
         indexes = {tuple(i.columns) for i in ledger.db["calls"].indexes}
         assert ("session_id",) in indexes and ("run_id",) in indexes
         ledger.record_call(anthropic_call(layout="naive", cache_mode="warm"))

@@ -48,8 +48,7 @@ def test_eight_processes_write_one_file_without_loss_or_duplicates(tmp_path: Pat
         worker.join(timeout=300)
     assert [w.exitcode for w in workers] == [0] * WRITERS
 
-    with Ledger(path) as ledger:
-        conn = ledger.db.conn
+    with Ledger(path) as ledger, ledger.connection() as conn:
         assert ledger.count_calls() == WRITERS * ROWS
         assert conn.execute("SELECT COUNT(DISTINCT id) FROM calls").fetchone()[0] == WRITERS * ROWS
         per_writer = conn.execute(

@@ -109,3 +109,35 @@ def test_transcript_entries_are_append_only_and_read_back_in_order(tmp_path: Pat
         with pytest.raises(ValueError, match="not JSON"):
             ledger.append_message(MessageRecord(session_id="s", seq=3, kind="user", body="{oops"))
         assert ledger.messages("s")[1].body == bodies[1] and len(ledger.messages("s")) == 3
+
+
+def test_the_raw_connection_is_held_like_a_transaction(tmp_path: Path) -> None:
+    # SQL the ledger has no method for runs on its connection under its lock: another thread's
+    # write waits until the block ends, and a transaction opened inside the block works.
+    with Ledger(tmp_path / "l.db") as ledger:
+        inside = threading.Event()
+        release = threading.Event()
+        b_done = threading.Event()
+
+        def a() -> None:
+            with ledger.connection() as conn:
+                inside.set()
+                release.wait(10)
+                with ledger.transaction():
+                    conn.execute("INSERT INTO sessions (id, started_at) VALUES ('raw', '2026-01-01T00:00:00+00:00')")
+
+        def b() -> None:
+            inside.wait(10)
+            ledger.record_call(call("b", 0))
+            b_done.set()
+
+        ta, tb = threading.Thread(target=a), threading.Thread(target=b)
+        ta.start()
+        tb.start()
+        inside.wait(10)
+        assert not b_done.wait(0.3), "thread B used the connection while thread A held it"
+        release.set()
+        ta.join(10)
+        tb.join(10)
+        assert b_done.is_set()
+        assert ledger.get_session("raw").id == "raw" and [c.session_id for c in ledger.calls()] == ["b"]

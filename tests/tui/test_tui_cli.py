@@ -17,7 +17,7 @@ def registered():
 def test_tui_is_a_hitrate_command():
     result = CliRunner().invoke(registered(), ["tui", "--help"])
     assert result.exit_code == 0
-    for option in ("--model", "--workspace", "--db", "--resume", "--approve"):
+    for option in ("--model", "--workspace", "--db", "--resume", "--approve", "--no-keepalive"):
         assert option in result.output
 
 

@@ -1,0 +1,80 @@
+"""Where a model is loaded from and onto which device, checked before transformers is asked.
+
+transformers answers a mistyped folder with a hub-id validation error, a folder that holds no
+checkpoint with advice about sentencepiece, and a device this machine lacks with a stack trace or
+a request to install `accelerate`. These checks turn each of those into one line that names the
+actual problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from hitrate.engine import modelinfo
+from hitrate.engine.api import EngineError
+
+_PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
+
+
+def looks_like_path(ref: str) -> bool:
+    """A reference written as a filesystem path rather than a hub id ("org/name" is a hub id)."""
+    return ref in (".", "..") or ref.startswith(_PATH_PREFIXES) or (len(ref) > 2 and ref[1] == ":" and ref[2] in "\\/")
+
+
+def resolve_source(ref: str | Path) -> tuple[str, bool]:
+    """(what to pass to from_pretrained, whether it is a local folder).
+
+    A reference that exists on disk, or is written as a path, must be a model folder: one with a
+    config.json. Anything else is left to the hub (or its local cache)."""
+    text = str(ref)
+    path = Path(text).expanduser()
+    if not (isinstance(ref, Path) or path.exists() or looks_like_path(text)):
+        return text, False
+    if not path.exists():
+        raise EngineError(f"could not load model {text!r}: no model folder at {path}")
+    if not path.is_dir():
+        raise EngineError(f"could not load model {text!r}: {path} is a file; give the folder that holds config.json and the weights")
+    if not (path / "config.json").is_file():
+        raise EngineError(
+            f"could not load model {text!r}: {path} is not a transformers model folder (it has no config.json)"
+        )
+    return str(path), True
+
+
+def resolve_target(device: str | torch.device | None) -> torch.device:
+    """The torch device to run on, refused with a clear message when this machine does not have it."""
+    try:
+        target = modelinfo.resolve_device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise EngineError(f"unknown device {str(device)!r}; use cpu, cuda, cuda:N or mps") from exc
+    if target.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+            raise EngineError(f"device {str(device)!r}: CUDA is not available on this machine (torch {torch.__version__}, {build})")
+        count = torch.cuda.device_count()
+        if target.index is not None and target.index >= count:
+            raise EngineError(f"device {str(device)!r}: this machine has {count} CUDA device(s), numbered from 0")
+    if target.type == "mps" and not torch.backends.mps.is_available():
+        raise EngineError(f"device {str(device)!r}: MPS is not available on this machine")
+    return target
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, target: torch.device) -> torch.dtype:
+    try:
+        return modelinfo.resolve_dtype(dtype, target)
+    except ValueError as exc:
+        raise EngineError(str(exc)) from exc
+
+
+def device_map_for(target: torch.device) -> str | None:
+    """`device_map` for from_pretrained: straight onto the GPU where `accelerate` is installed.
+
+    transformers refuses any device_map without `accelerate`, which the engine does not require;
+    without it the model is loaded on the host and moved with `.to(target)` afterwards."""
+    if target.type != "cuda":
+        return None
+    from transformers.utils import is_accelerate_available
+
+    return str(target) if is_accelerate_available() else None
