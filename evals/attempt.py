@@ -71,6 +71,20 @@ class TaskResult(BaseModel):
     detail: str = ""
 
 
+def result_text(outcome: str, detail: dict[str, Any]) -> str:
+    """One line on how a task ended: the error, or for a graded task its test counts and why the
+    agent stopped (a "fail" whose only explanation is "the model ended its turn" says nothing)."""
+    if detail.get("error"):
+        return str(detail["error"])
+    agent = str(detail.get("agent_detail") or "")
+    if detail.get("f2p_total") is None:
+        return agent
+    tests = f"fail-to-pass {detail.get('f2p_passed')}/{detail['f2p_total']}"
+    if detail.get("p2p_total"):
+        tests += f", pass-to-pass {detail.get('p2p_passed')}/{detail['p2p_total']}"
+    return f"{tests} tests pass" + (f"; agent: {agent}" if agent else "")
+
+
 @dataclass
 class TaskJob:
     """A task to run, with the ledger row to reuse when it is a retry of an unfinished attempt."""
@@ -226,7 +240,7 @@ class TaskAttempt:
             cost_usd=sum(priced) if priced else None,
             unpriced_calls=len(records) - len(priced),
             wall_s=round(wall, 3),
-            detail=str(detail.get("error") or detail.get("agent_detail") or ""),
+            detail=result_text(outcome, detail),
         )
 
     def _session(self, ledger: Ledger, row_id: str, workspace: Path) -> Session:

@@ -69,6 +69,48 @@ def _nonce_of(db: Path, run_id: str) -> str:
     return str(nonce)
 
 
+def _stored_settings(db: Path, run_id: str) -> EvalSettings:
+    if not db.exists():
+        raise EvalError(f"no run {run_id!r} in {db} to resume (no ledger there)")
+    with Ledger(db) as ledger:
+        try:
+            run = ledger.get_run(run_id)
+        except KeyError as exc:
+            raise EvalError(f"no run {run_id!r} in {db} to resume") from exc
+    stored = run.config.get("settings")
+    if not isinstance(stored, dict):
+        raise EvalError(f"run {run_id} is not an eval run")
+    return EvalSettings.model_validate(stored)
+
+
+def _resume_clashes(db: Path, run_id: str, given: dict[str, object]) -> list[str]:
+    """Options given with --resume whose value differs from the run's own, as "--model differs
+    (run: a, given: b)"."""
+    stored = _stored_settings(db, run_id)
+    nonce_from = given["--nonce-from"]
+    run_value: dict[str, object] = {
+        "suite": stored.suite, "--model": stored.model, "--layout": stored.layout, "--cache": stored.cache_mode,
+        "--tries": stored.tries, "--policy": stored.policy, "--replay-from": stored.replay_from,
+        "--task": sorted(stored.task_ids) if stored.task_ids else None, "--shard": stored.shard, "--run-id": run_id,
+        "--nonce-from": stored.nonce, "--max-output-tokens": stored.max_output_tokens, "--label": stored.label,
+    }  # fmt: skip
+    as_given: dict[str, object] = {
+        **given,
+        "suite": str(resolve_suite_path(str(given["suite"])).resolve()) if given["suite"] is not None else None,
+        "--task": sorted(given["--task"]) if given["--task"] else None,  # type: ignore[call-overload]
+        "--nonce-from": _nonce_of(db, str(nonce_from)) if nonce_from is not None else None,
+    }
+    clashes = []
+    for name, value in as_given.items():
+        if value is None:
+            continue
+        if isinstance(value, StrEnum):
+            value = value.value
+        if value != run_value[name]:
+            clashes.append(f"{name} differs (run: {run_value[name]}, given: {given[name] if name != 'suite' else value})")
+    return clashes
+
+
 def eval_command(
     suite: Annotated[Optional[str], typer.Argument(help="Suite folder or bundled suite name (default: the bundled 'basic' suite).")] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="provider/model, as for `hitrate run` (default: $HITRATE_MODEL, the config file, ...).")] = None,
@@ -101,9 +143,14 @@ def eval_command(
         given = {"suite": suite, "--model": model, "--layout": layout, "--cache": cache, "--tries": tries, "--policy": policy,
                  "--replay-from": replay_from, "--task": task, "--shard": shard, "--run-id": run_id, "--nonce-from": nonce_from,
                  "--max-output-tokens": max_output_tokens, "--label": label}  # fmt: skip
-        clash = [name for name, value in given.items() if value]
-        if clash:
-            _fail(console, f"--resume keeps the run's own settings; drop {', '.join(clash)}")
+        if any(value is not None for value in given.values()):
+            # The original command line with --resume appended is fine; a setting that differs is not.
+            try:
+                clash = _resume_clashes(db_path, resume, given)
+            except (EvalError, FileNotFoundError, ValueError) as exc:
+                _fail(console, str(exc))
+            if clash:
+                _fail(console, f"--resume keeps the run's own settings; {'; '.join(clash)}: drop them, or start a new run")
     else:
         try:
             if shard is not None:

@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
             Optional[list[str]], typer.Option("--task", help="Check only this task id (repeatable).")
         ] = None,
         workers: Annotated[
-            int, typer.Option("--workers", "-w", min=1, help="Tasks checked in parallel.")
+            int, typer.Option("--workers", "-j", min=1, help="Tasks checked in parallel.")
         ] = default_workers(),
         show_output: Annotated[
             bool, typer.Option("--show-output", help="Print pytest's output for every broken task.")

@@ -43,6 +43,10 @@ MISS_LABEL_CHARS = 34
 _FOOTNOTE_PT = 7.0
 
 
+TITLE_CHARS = 80
+"""Characters of a medium-size title that fit across the 8-inch per-call picture."""
+
+
 def titled(title: str, price_label: str | None) -> str:
     """A picture title, with " — priced as <model>" when the costs are re-priced."""
     return f"{title} — {price_label}" if price_label else title
@@ -203,7 +207,9 @@ def call_bars(trajectory: Trajectory, *, price_label: str | None = None) -> Figu
         labels.append("running cost")
     # Below the plot, so it never covers a bar or a miss label.
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(len(calls), 3)), fontsize="small", ncols=5, frameon=False)
-    ax.set_title(titled(f"Calls of {trajectory.task_name} ({trajectory.block})", price_label), fontsize="medium")
+    # Block labels (model · layout · cache) can be long: a title wider than the figure is clipped.
+    title = titled(f"Calls of {trajectory.task_name} ({trajectory.block})", price_label)
+    ax.set_title("\n".join(textwrap.wrap(title, width=TITLE_CHARS, break_on_hyphens=False)), fontsize="medium")
     _make_room(fig, ax, marks, span * 1.05)
     return fig
 

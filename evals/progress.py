@@ -21,15 +21,22 @@ class RunningTotals:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.calls = 0
+        self.failed_calls = 0
         self.cost_usd = 0.0
         self.priced_calls = 0
         self.read = 0
         self.prompt = 0
         self.outcomes: Counter[str] = Counter()
+        self.finished_earlier = 0
+        """Tasks a resumed run had already finished (their calls are not in these totals)."""
 
     def add_call(self, event: CallRecorded) -> None:
         usage = event.usage
         with self._lock:
+            if event.error is not None:
+                # A failed call has no response and no price: it is neither "unpriced" nor a miss.
+                self.failed_calls += 1
+                return
             self.calls += 1
             if event.cost_usd is not None:
                 self.cost_usd += event.cost_usd
@@ -53,7 +60,10 @@ class RunningTotals:
         return f"hit {self.read / self.prompt:.0%}" if self.prompt else "hit –"
 
     def outcome_text(self) -> str:
-        return " ".join(f"{_MARKS.get(o, o)} {n}" for o, n in sorted(self.outcomes.items()))
+        marks = [f"{_MARKS.get(o, o)} {n}" for o, n in sorted(self.outcomes.items())]
+        if self.finished_earlier:
+            marks.insert(0, f"[dim]{self.finished_earlier} done before[/dim]")
+        return " ".join(marks)
 
 
 class RichProgress:
@@ -90,8 +100,10 @@ class RichProgress:
         )
 
     def run_started(self, run_id: str, total: int, skipped: int) -> None:
+        self.totals.finished_earlier = skipped
         self.progress.update(self._task, total=total, completed=skipped, description=f"{self.label} [dim]{run_id[-8:]}[/dim]")
         self.progress.start_task(self._task)
+        self._refresh()
 
     def task_started(self, name: str) -> None:
         pass

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,9 +66,14 @@ def normalize_tag(tag: object) -> str | None:
 
 
 def _short_model(model: str | None) -> str | None:
-    """`local/<absolute path>` labels run as wide as the path; the folder name identifies the model."""
+    """`local/<absolute path>` labels run as wide as the path; the folder name identifies the model.
+    `openai-compat/<model>@<base url>` keeps the model and the server's host:port."""
     if model and model.startswith("local/") and "/" in model[len("local/"):].strip("/"):
         return "local/" + model.rstrip("/").rsplit("/", 1)[-1]
+    if model and model.startswith("openai-compat/") and "@" in model:
+        name, _, url = model[len("openai-compat/"):].partition("@")
+        host = urlsplit(url).netloc
+        return f"openai-compat/{name}@{host}" if host else model
     return model
 
 
@@ -79,10 +85,16 @@ class ConfigKey(BaseModel):
     model: str | None = None
     layout: str | None = None
     cache_mode: str | None = None
+    policy: str | None = None
+    """"replay" for runs whose tool calls were replayed: their pass rate measures the replayed
+    sequence, not the model, so they never share a block with runs where the model decided."""
 
     @property
     def label(self) -> str:
-        return " · ".join(part or "?" for part in (_short_model(self.model), self.layout, self.cache_mode))
+        parts = [part or "?" for part in (_short_model(self.model), self.layout, self.cache_mode)]
+        if self.policy == "replay":
+            parts.append("replay")
+        return " · ".join(parts)
 
     def sort_key(self) -> tuple:
         return (
@@ -91,6 +103,7 @@ class ConfigKey(BaseModel):
             self.layout or "",
             _CACHE_ORDER.get(self.cache_mode or "", 9),
             self.cache_mode or "",
+            self.policy == "replay",
         )
 
 
@@ -255,6 +268,7 @@ def build_report(
                     model=call.model,
                     layout=normalize_tag(call.layout) or normalize_tag(run.config.get("layout")),
                     cache_mode=normalize_tag(call.cache_mode) or normalize_tag(run.config.get("cache_mode")),
+                    policy=_replay_tag(run.config.get("policy")),
                 )
                 groups.setdefault(key, _Group()).add_loose_call(run.id, call)
 
@@ -291,7 +305,13 @@ def _task_key(run: RunRecord, task: TaskRecord, calls: Sequence[CallRecord]) -> 
         model=_str(pick("model", from_calls="model")),
         layout=normalize_tag(pick("layout", from_calls="layout")),
         cache_mode=normalize_tag(pick("cache_mode", "cache", from_calls="cache_mode")),
+        policy=_replay_tag(task.detail.get("policy") or run.config.get("policy")),
     )
+
+
+def _replay_tag(policy: object | None) -> str | None:
+    """"replay" or None: the model deciding is the default, however (or whether) a run recorded it."""
+    return "replay" if policy == "replay" else None
 
 
 def _str(value: object | None) -> str | None:

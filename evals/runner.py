@@ -159,6 +159,21 @@ def _start_or_resume(
     raise EvalError(f"run {run_id} already exists in {ledger.path}; to finish it, use --resume {run_id}")
 
 
+def _check_recorded(replay_from: str, tasks: list[Task], sequences: dict[str, Any]) -> None:
+    """Refuse before any task runs when the replayed run recorded no turns for some selected task:
+    each of those would otherwise end as an infra error, one by one."""
+    missing = [t.id for t in tasks if t.id not in sequences]
+    if not missing:
+        return
+    recorded = sorted(sequences)
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    hint = (" ".join(f"--task {t}" for t in recorded[:8]) + (" ..." if len(recorded) > 8 else "")) if recorded else ""
+    raise ReplayError(
+        f"run {replay_from} recorded no finished turns for {len(missing)} of the {len(tasks)} selected task(s) ({shown})"
+        + (f"; replay only the recorded ones: {hint}" if hint else "; it has none to replay")
+    )
+
+
 def run_eval(
     settings: EvalSettings | None,
     *,
@@ -188,6 +203,7 @@ def run_eval(
             sequences = None
             if settings.policy == "replay" and settings.replay_from:
                 sequences = recorded_sequences(ledger, settings.replay_from)
+                _check_recorded(settings.replay_from, tasks, sequences)
             jobs, skipped = _plan(ledger, run.id, tasks)
         except (ReplayError, EvalError, OSError, ValueError):
             if resume is None:

@@ -217,6 +217,13 @@ def whatif(
         notes.append("local engine: no price, tokens only")
     if options.naive:
         notes.append(f"naive assembly: dynamic context in the system prompt (head changes per {options.volatility}), no marks")
+    elif (
+        options.marks == "recorded"
+        and target.mechanism in ("anthropic_breakpoints", "openai_breakpoints")
+        and not any(section.marks for r in requests for section in r.sections)
+    ):
+        notes.append("no request carried a cache mark (its backend takes none), so --marks recorded caches nothing; "
+                     "--marks planned places them as the projection would")
     actual = aggregate((c.actual, c.actual_cost_usd) for c in calls if c.actual is not None)
     return WhatIfResult(
         target=target.label,

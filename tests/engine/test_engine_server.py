@@ -359,3 +359,10 @@ def test_stop_sequences_are_reported(server, salt):
     choice = response.json()["choices"][0]
     assert choice["finish_reason"] == "stop" and choice["message"]["content"] == stopped.content[0].text
     json.dumps(response.json())
+
+
+def test_metrics_counters_are_integers_and_unknown_formats_are_refused(server):
+    engine_metrics = httpx.get(server.url + "/metrics").json()["engine"]
+    assert type(engine_metrics["requests"]) is int and type(engine_metrics["pool_pages_total"]) is int
+    refused = httpx.get(server.url + "/metrics", params={"format": "xml"})
+    assert refused.status_code == 400 and "use json or prometheus" in refused.json()["error"]["message"]

@@ -33,7 +33,7 @@ def test_commands_come_from_evals_entry_points():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--resume", "r1", "--model", FAKE], "--resume keeps the run's own settings; drop --model"),
+        (["--resume", "r1", "--model", FAKE], "no run 'r1'"),
         (["--model", FAKE, "--nonce-from", "r1"], "--nonce-from is for warm runs"),
         (["--model", FAKE, "--replay-from", "r1"], "--replay-from needs --policy replay"),
         (["--model", FAKE, "--shard", "4/3"], "shard"),
@@ -56,3 +56,30 @@ def test_resume_of_an_unknown_run(app, tmp_path):
 def test_merge_cli_reports_a_bad_input(app, tmp_path):
     result = CliRunner().invoke(app, ["ledger-merge", str(tmp_path / "out.db"), str(tmp_path / "missing.db")])
     assert result.exit_code == 2 and "missing.db: no such ledger file" in result.output
+
+
+def _stored_run(db, **settings) -> str:
+    from hitrate.evals.runner import RUN_KIND
+    from hitrate.evals.settings import EvalSettings
+    from hitrate.evals.task import resolve_suite_path
+    from hitrate.store.ledger import Ledger
+
+    stored = EvalSettings(suite=str(resolve_suite_path(None).resolve()), model=FAKE, **settings)
+    with Ledger(db) as ledger:
+        return ledger.start_run("stored", {"kind": RUN_KIND, "settings": stored.model_dump(mode="json")}).id
+
+
+def test_resume_accepts_the_runs_own_settings_and_names_the_ones_that_differ(app, tmp_path):
+    db = tmp_path / "x.db"
+    run_id = _stored_run(db, policy="replay", task_ids=["roman-parse", "json-pointer"])
+    same = ["basic", "--model", FAKE, "--policy", "replay", "-t", "json-pointer", "-t", "roman-parse"]
+    differs = CliRunner().invoke(app, ["eval", "--resume", run_id, *same, "--layout", "naive", "--db", str(db)])
+    assert differs.exit_code == 2
+    text = " ".join(differs.output.split())
+    assert "--layout differs (run: cache-aware, given: naive)" in text
+    assert "--model differs" not in text and "--task differs" not in text and "--policy differs" not in text
+    # The same settings as the run's (task order aside) clash with nothing.
+    given = {"suite": "basic", "--model": FAKE, "--layout": None, "--cache": cli_eval.CacheChoice.cold, "--tries": 1,
+             "--policy": cli_eval.PolicyChoice.replay, "--replay-from": None, "--task": ["json-pointer", "roman-parse"],
+             "--shard": None, "--run-id": run_id, "--nonce-from": None, "--max-output-tokens": None, "--label": None}
+    assert cli_eval._resume_clashes(db, run_id, given) == []

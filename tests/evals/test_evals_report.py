@@ -200,3 +200,22 @@ def test_miss_histogram_orders_by_calls():
         for r in ["cold", "ttl_expired", "ttl_expired", "lookback_exceeded(history[3])"]
     ]
     assert [(r.reason, r.calls) for r in miss_histogram(calls)] == [("ttl_expired", 2), ("cold", 1), ("lookback_exceeded", 1)]
+
+
+def test_replayed_runs_never_share_a_block_with_model_runs(ledger):
+    populate(ledger)
+    replay = ledger.start_run("replay", {"model": "claude-sonnet-4-6", "layout": "cache_aware", "cache_mode": "cold",
+                                         "policy": "replay"}, run_id="run-replay")
+    add_task(ledger, replay.id, "task-0", "pass", [(usage(0, 0, 11_000), 0.033, 0.9, None, 0, 0.0)])
+    report = build_report(ledger, ["run-cold", "run-replay"])
+    labels = [b.key.label for b in report.blocks]
+    assert labels == ["claude-sonnet-4-6 · cache-aware · cold", "claude-sonnet-4-6 · cache-aware · cold · replay"]
+    assert [b.run_ids for b in report.blocks] == [["run-cold"], ["run-replay"]]
+
+
+def test_labels_of_self_hosted_servers_keep_the_model_and_host():
+    from hitrate.evals.report import ConfigKey
+
+    key = ConfigKey(model="openai-compat/qwen2.5-coder@http://10.0.0.5:8000/v1", layout="naive", cache_mode="cold")
+    assert key.label == "openai-compat/qwen2.5-coder@10.0.0.5:8000 · naive · cold"
+    assert ConfigKey(model="local//srv/models/qwen").label.startswith("local/qwen · ")

@@ -95,3 +95,12 @@ def test_empty_picture_points_at_price_as():
     fig = cost_vs_pass_rate([block("local/tiny", cost=None)])
     assert any("--price-as" in t.get_text() for t in fig.axes[0].texts)
     assert not fig.axes[0].containers
+
+
+def test_a_long_title_is_wrapped_inside_the_figure():
+    long_block = "openai-compat/qwen2.5-coder-32b-instruct@10.0.0.5:8000 · cache-aware · cold · replay"
+    fig = call_bars(trajectory().model_copy(update={"block": long_block}), price_label="priced as claude-sonnet-5")
+    to_png(fig)  # lays the figure out
+    title = fig.axes[0].title
+    assert "\n" in title.get_text() and title.get_text().replace("\n", " ").endswith("priced as claude-sonnet-5")
+    assert _inside(fig, title)

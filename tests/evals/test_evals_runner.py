@@ -9,6 +9,7 @@ import pytest
 from evals_task_factory import FIXED, write_task
 from runner_fakes import FakeRoutes, PrefixCacheBackend, first_user_text, workspace_of
 
+from hitrate.evals.replay import ReplayError
 from hitrate.evals.runner import EvalError, run_eval, select_tasks
 from hitrate.evals.settings import EvalSettings
 from hitrate.evals.task import bundled_suite_path, load_suite
@@ -74,6 +75,9 @@ def test_outcomes_fail_agent_error_timeout(tmp_path):
     assert outcomes == {"loops": "agent_error", "slow": "timeout", "stays-buggy": "fail"}
     assert result.status == "finished"  # all three are final outcomes
     assert "limit of 2 model calls" in next(r.detail for r in result.results if r.name == "loops")
+    # A plain fail says what the hidden tests found, not only why the agent stopped.
+    buggy = next(r.detail for r in result.results if r.name == "stays-buggy")
+    assert buggy.startswith("fail-to-pass 0/") and "agent: the model ended its turn" in buggy
 
 
 def test_second_try_gets_the_failing_output_and_passes(tmp_path):
@@ -163,6 +167,13 @@ def test_replaying_a_recorded_run_sends_the_same_tool_calls(tmp_path):
 
     with pytest.raises(Exception, match="no run"):
         run_eval(_settings(suite, replay_from="nope"), db_path=db, routes=FakeRoutes(replay_backend))
+
+    # A task the recorded run never ran is refused up front, naming the ones that can be replayed.
+    write_task(suite, "not-recorded")
+    sent_before = len(replay_backend.prompts)
+    with pytest.raises(ReplayError, match=r"no finished turns for 1 of the 2 selected task\(s\) \(not-recorded\).*--task fix-add"):
+        run_eval(_settings(suite, replay_from=recorded.run_id), db_path=db, routes=FakeRoutes(replay_backend))
+    assert len(replay_backend.prompts) == sent_before
 
 
 def test_cold_nonce_prevents_hits_and_warm_reuses(tmp_path):

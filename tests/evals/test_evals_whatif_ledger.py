@@ -18,7 +18,7 @@ from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord
 from hitrate.store.usage import Usage
 
-from whatif_builders import T0
+from whatif_builders import T0, request
 
 RULES = ProviderRules(family="anthropic", min_cacheable_tokens=512)
 TOOLS = [
@@ -176,3 +176,15 @@ def test_failed_calls_are_left_out_with_a_note(tmp_path):
         loaded = load_requests(ledger, "run-1")
     assert len(loaded.requests) == 2
     assert loaded.skipped == ["1 failed call(s) left out (no response, nothing cached)"]
+
+
+def test_recorded_marks_on_requests_that_carried_none_get_a_note():
+    table = PriceTable.default()
+    target = parse_target("anthropic/claude-sonnet-5", table)
+    unmarked = [request(0, [("tools", "t", 3000), ("system", "s", 500)], rid="r1"),
+                request(30, [("tools", "t", 3000), ("system", "s", 500), ("history", "h1", 400)], rid="r2")]
+    recorded = whatif(unmarked, target, WhatIfOptions(marks="recorded", calibrate=False), table)
+    assert recorded.predicted.cache_read == 0
+    assert any("--marks recorded caches nothing" in n for n in recorded.notes)
+    planned = whatif(unmarked, target, WhatIfOptions(calibrate=False), table)
+    assert not any("--marks recorded" in n for n in planned.notes)

@@ -129,7 +129,7 @@ def test_lint_reports_volatile_text_in_the_head(app, workspace):
     (workspace / "AGENTS.md").write_text("Generated 2026-01-02 at 10:30 by build 4f1e9c2a-1b2c-4d3e-8f9a-0b1c2d3e4f5a.\n")
     result = CliRunner().invoke(app, ["lint", "-w", str(workspace), "-m", "anthropic/claude-sonnet-5"])
     assert result.exit_code == 0, result.output
-    assert "volatile_date" in result.stdout and "volatile_uuid" in result.stdout and "[docs line 2]" in result.stdout
+    assert "volatile_date" in result.stdout and "volatile_uuid" in result.stdout and "[docs AGENTS.md line 1]" in result.stdout
 
 
 def test_lint_of_a_clean_workspace(app, tmp_path):
