@@ -8,6 +8,8 @@ actual problem.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -78,3 +80,25 @@ def device_map_for(target: torch.device) -> str | None:
     from transformers.utils import is_accelerate_available
 
     return str(target) if is_accelerate_available() else None
+
+
+@contextmanager
+def quiet_transformers(verbose: bool = False) -> Iterator[None]:
+    """While loading, no transformers progress bars ("Loading weights ...") or info and warning
+    logs: they would land in the middle of a command's own output. `verbose` keeps them. The
+    previous settings come back afterwards."""
+    if verbose:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    level = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()

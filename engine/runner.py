@@ -114,8 +114,10 @@ class TransformersEngine:
         local_files_only: bool = False,
         trust_remote_code: bool = False,
         prefill_chunk: int = 4096,
+        verbose: bool = False,
     ) -> "TransformersEngine":
-        """Load a causal LM and its tokenizer from a local folder or a hub id."""
+        """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
+        transformers' progress bars and load logs (silenced otherwise)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         target = loading.resolve_target(device)
@@ -123,16 +125,17 @@ class TransformersEngine:
         source, is_folder = loading.resolve_source(path_or_hub_id)
         device_map = loading.device_map_for(target)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(
-                source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code
-            )
-            model = AutoModelForCausalLM.from_pretrained(
-                source,
-                dtype=torch_dtype,
-                local_files_only=local_files_only or is_folder,
-                trust_remote_code=trust_remote_code,
-                device_map=device_map,
-            )
+            with loading.quiet_transformers(verbose):
+                tokenizer = AutoTokenizer.from_pretrained(
+                    source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code
+                )
+                model = AutoModelForCausalLM.from_pretrained(
+                    source,
+                    dtype=torch_dtype,
+                    local_files_only=local_files_only or is_folder,
+                    trust_remote_code=trust_remote_code,
+                    device_map=device_map,
+                )
         except (OSError, ValueError, ImportError) as exc:
             raise EngineError(f"could not load model {source!r}: {exc}") from exc
         if device_map is None:

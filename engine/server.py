@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import time
 from collections import Counter
 from dataclasses import replace
@@ -304,9 +305,15 @@ def serve(
     served_model_names: Sequence[str] | None = None,
     default_max_tokens: int = 4096,
     log_level: str = "info",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Run the server in the foreground until interrupted."""
+    """Run the server in the foreground until interrupted. `sock`: an already bound listening
+    socket to serve on (so a caller can claim the port before the slow model load)."""
     import uvicorn
 
     app = create_app(engine, served_model_names=served_model_names, default_max_tokens=default_max_tokens)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    if sock is None:
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        return
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    server.run(sockets=[sock])

@@ -130,10 +130,15 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 class ChatService:
     """Chat on top of an `Engine`. Thread-safe; the engine itself serialises generation."""
 
-    def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096) -> None:
+    def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096,
+                 cap_max_tokens: bool = False) -> None:
+        """`cap_max_tokens`: a requested max_tokens larger than the room left in the context window
+        is lowered to that room instead of refused. For a client that cannot count the prompt's
+        tokens itself (it only sets a ceiling on the reply), as the harness's local backend."""
         self.engine = engine
         self.chat = chat or ChatFormat(engine.tokenizer)
         self.default_max_tokens = default_max_tokens
+        self.cap_max_tokens = cap_max_tokens
 
     # ----------------------------------------------------------------- request -> prompt
 
@@ -149,6 +154,8 @@ class ChatService:
             )
         if request.max_tokens is None:
             max_tokens = min(self.default_max_tokens, room)
+        elif request.max_tokens > room and self.cap_max_tokens:
+            max_tokens = room
         elif request.max_tokens > room:
             raise ContextLengthError(
                 f"prompt ({len(ids)} tokens) plus max_tokens ({request.max_tokens}) exceeds the model's "

@@ -182,6 +182,7 @@ def run_demo(
     console.print(BANNER, highlight=False, markup=False)
     _quiet_transformers()
     db_path = db or default_ledger_path()
+    Ledger(db_path).close()  # an unusable ledger path fails now (LedgerError), not after the model is built
     model_dir = ensure_demo_model(cache_dir(cache))
     # No environment: the demo never looks at keys or base URLs.
     routes = RouterRoutes(f"local/{model_dir}", env={})

@@ -25,7 +25,7 @@ from hitrate.harness.summary import SessionSummary
 from hitrate.harness.wire_types import CallError
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
 
-Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "cancelled", "error"]
+Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "max_tokens", "cancelled", "error"]
 
 
 class AgentLimits(BaseModel):
@@ -44,6 +44,10 @@ class AgentLimits(BaseModel):
 
 
 INTERRUPTED_NOTE = "[interrupted by the user]"
+CUT_OFF_TOOL_RESULT = (
+    "not run: your reply was cut off at the output token limit, so this call may be incomplete; "
+    "send it again, smaller (e.g. split a large file write into several edits)"
+)
 FAILED_NOTE = "[the previous step failed before the model answered]"
 _LIMIT_NOTE = "[stopped by a limit: {detail}]"
 
@@ -117,6 +121,10 @@ class Agent:
             left.append(f"${max(0.0, self.limits.max_cost_usd - self.session.spent_usd):.2f}")
         self.session.extra_context["budget left"] = ", ".join(left)
 
+    def _cut_off_detail(self) -> str:
+        limit = self.session.config.max_output_tokens
+        return f"the reply was cut off at the output limit of {limit} tokens (raise --max-output-tokens)"
+
     def run(self, task: str) -> AgentResult:
         """Give the model `task` and loop until it is done or a stop condition holds."""
         session = self.session
@@ -126,6 +134,7 @@ class Agent:
         steps = 0
         status: Status = "end_turn"
         detail = ""
+        cut_offs_in_a_row = 0
         try:
             while True:
                 if self.cancel.is_set():
@@ -139,10 +148,25 @@ class Agent:
                 self._budget(steps - 1)
                 outcome = session.call(steps, self.policy, self.cancel)
                 assistant = outcome.assistant
+                # A replayed turn is the script's, whole, whatever happened to the live reply.
+                cut_off = outcome.result.stop_reason == "max_tokens" and not self.policy.replays
                 if assistant is None or not assistant.tool_calls:
-                    status = "end_turn"
-                    detail = "the model ended its turn" if assistant is not None else "the model sent an empty reply"
+                    if cut_off:
+                        status, detail = "max_tokens", self._cut_off_detail()
+                    else:
+                        status = "end_turn"
+                        detail = "the model ended its turn" if assistant is not None else "the model sent an empty reply"
                     break
+                if cut_off:
+                    # The last tool call's arguments are likely truncated: run none of them, tell
+                    # the model why, and let it try once more; a second cut-off in a row stops.
+                    session.answer_tools_unrun(assistant, CUT_OFF_TOOL_RESULT)
+                    cut_offs_in_a_row += 1
+                    if cut_offs_in_a_row >= 2:
+                        status, detail = "max_tokens", self._cut_off_detail()
+                        break
+                    continue
+                cut_offs_in_a_row = 0
                 session.run_tools(steps, assistant, self.cancel)
         except (Cancelled, KeyboardInterrupt) as exc:
             status, detail = "cancelled", str(exc) or "cancelled by the user"

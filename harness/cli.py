@@ -15,6 +15,8 @@ from typing import Any, Callable, NoReturn
 
 import typer
 
+from hitrate.store.ledger import LedgerError
+
 app = typer.Typer(
     name="hitrate",
     help="A coding-agent harness built for prompt-cache hits, with every call measured.",
@@ -70,7 +72,13 @@ def _root() -> None:
 
 def main() -> None:
     _register_all(app)
-    app()
+    try:
+        app()
+    except LedgerError as exc:
+        # Raised wherever a command opens its ledger (`--db`, `$HITRATE_DB`); caught once here
+        # so every command, entry-point ones included, reports it the same way.
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

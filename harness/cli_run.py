@@ -24,6 +24,7 @@ from hitrate.projection.lint import lint
 from hitrate.projection.project import Projector, ProjectionError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger, default_ledger_path
+from hitrate.store.prices import PriceTable
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
@@ -37,6 +38,7 @@ _EXIT_FOR_STATUS = {
     "max_steps": EXIT_LIMIT,
     "max_cost": EXIT_LIMIT,
     "max_wall": EXIT_LIMIT,
+    "max_tokens": EXIT_LIMIT,
     "cancelled": EXIT_CANCELLED,
     "error": EXIT_ERROR,
 }
@@ -94,11 +96,16 @@ def run_command(
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
+    # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
+    Ledger(ledger_path).close()
     try:
         spec_text = model or stored_spec or default_model()
         route = Router().resolve(spec_text)
     except ModelSpecError as exc:
         _fail(str(exc))
+    if max_cost is not None and PriceTable.default().find(route.model) is None:
+        # Unpriced calls count as $0 towards the limit, so it would never fire.
+        typer.echo(f"warning: cost limit cannot be enforced: {route.label} has no price", err=True)
     sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Optional
 
 import typer
@@ -16,7 +17,7 @@ def register(app: typer.Typer) -> None:
 def serve_command(
     model: str = typer.Argument(..., help="A local model folder or a Hugging Face hub id."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(8000, help="Port to listen on."),
+    port: int = typer.Option(8000, min=1, max=65535, help="Port to listen on."),
     pool_tokens: Optional[int] = typer.Option(
         None, help="Prefix-cache capacity in tokens (default: 40% of free GPU memory, or 1 GiB on CPU)."
     ),
@@ -39,6 +40,9 @@ def serve_command(
 
     if page_size < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--page-size")
+    # Claim the port before loading the model: a port in use fails in a second, not after a load
+    # of minutes.
+    listener = bind_listener(host, port)
     try:
         engine = TransformersEngine.from_pretrained(
             model,
@@ -50,10 +54,15 @@ def serve_command(
             model_name=served_model_name[0] if served_model_name else None,
             local_files_only=local_files_only,
             trust_remote_code=trust_remote_code,
+            verbose=log_level in ("debug", "trace"),
         )
     except EngineError as exc:
+        listener.close()
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    except BaseException:
+        listener.close()
+        raise
     names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
     typer.echo(
         f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions, Anthropic: /v1/messages, "
@@ -61,4 +70,26 @@ def serve_command(
         f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
     )
     serve(engine, host=host, port=port, served_model_names=served_model_name or None,
-          default_max_tokens=default_max_tokens, log_level=log_level)
+          default_max_tokens=default_max_tokens, log_level=log_level, sock=listener)
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port; exits with a usage error when it cannot be had."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    # As uvicorn does: a restarted server may reuse a port whose old connections linger.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2) from exc
+    sock.set_inheritable(True)
+    return sock

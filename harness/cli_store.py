@@ -101,37 +101,68 @@ def ledger_command(
     _print_groups(by, groups, path)  # type: ignore[arg-type]
 
 
+_ID_GROUPS = ("session", "run", "task")
+SHORT_ID = 12
+"""Characters of an id shown when the full table does not fit the terminal (as git shortens
+commit ids); `--json` always has them whole."""
+_WIDE_ENOUGH = 150
+"""Console width from which the table shows whole ids."""
+_OPTIONAL = {"write 5m": "0", "write 30m": "0", "write 1h": "0", "write 12h": "0", "unknown": "-"}
+"""Columns shown only when some group has something in them (each provider has its own write
+buckets), so the table fits a narrow terminal."""
+
+
 def _print_groups(by: GroupBy, groups: list[GroupSummary], path: Path) -> None:
-    out = Table(title=f"ledger {path} by {by}")
-    columns = [by, "calls", "fresh", "write 5m", "write 30m", "write 1h", "write 12h", "read", "output", "Σ-hit ratio", "calls with hit", "cost $", "unknown"]
-    for column in columns:
-        out.add_column(column, justify="left" if column in (by, "unknown") else "right", overflow="fold")
-    for group in groups:
-        t = group.totals
-        name = group.key or "(none)"
-        if group.label:
-            name += f" {group.label}"
-        if group.outcome:
-            name += f" [{group.outcome}]"
-        cost_text = "-" if t.cost_usd is None else f"{t.cost_usd:.6f}"
-        if t.unpriced_calls and t.cost_usd is not None:
-            cost_text += f" (+{t.unpriced_calls} unpriced)"
-        out.add_row(
-            name,
-            str(t.calls),
-            f"{t.fresh_input:,}",
-            f"{t.cache_write_5m:,}",
-            f"{t.cache_write_30m:,}",
-            f"{t.cache_write_1h:,}",
-            f"{t.cache_write_12h:,}",
-            f"{t.cache_read:,}",
-            f"{t.output:,}",
-            _percent(t.hit_ratio),
-            _percent(t.calls_with_hit_share),
-            cost_text,
-            ", ".join(f"{k}: {v}" for k, v in t.unknown.items()) or "-",
-        )
-    Console().print(out)
+    console = Console()
+    shorten = by in _ID_GROUPS and console.width < _WIDE_ENOUGH
+    title = f"ledger {path} by {by}"
+    if shorten:
+        title += f" (ids shortened to {SHORT_ID} characters; --json has them whole)"
+    rows = [_group_row(by, group, shorten) for group in groups]
+    columns = [by, "calls", "failed", "fresh", "write 5m", "write 30m", "write 1h", "write 12h", "read", "output",
+               "Σ-hit ratio", "calls with hit", "cost $", "unknown"]
+    keep = [i for i, column in enumerate(columns)
+            if column not in _OPTIONAL or any(row[i] != _OPTIONAL[column] for row in rows)]
+    out = Table(title=title)
+    for i in keep:
+        column = columns[i]
+        if column == by:
+            # The group key (an id) is what a user copies: never wrapped or folded.
+            out.add_column(column, justify="left", no_wrap=True, overflow="ellipsis")
+        else:
+            out.add_column(column, justify="left" if column == "unknown" else "right", overflow="fold")
+    for row in rows:
+        out.add_row(*(row[i] for i in keep))
+    console.print(out)
+
+
+def _group_row(by: GroupBy, group: GroupSummary, shorten: bool) -> list[str]:
+    t = group.totals
+    key = group.key or "(none)"
+    name = key[:SHORT_ID] if shorten and group.key else key
+    if group.label:
+        name += f" {group.label}"
+    if group.outcome:
+        name += f" [{group.outcome}]"
+    cost_text = "-" if t.cost_usd is None else f"{t.cost_usd:.6f}"
+    if t.unpriced_calls and t.cost_usd is not None:
+        cost_text += f" (+{t.unpriced_calls} unpriced)"
+    return [
+        name,
+        str(t.calls),
+        str(t.failed_calls),
+        f"{t.fresh_input:,}",
+        f"{t.cache_write_5m:,}",
+        f"{t.cache_write_30m:,}",
+        f"{t.cache_write_1h:,}",
+        f"{t.cache_write_12h:,}",
+        f"{t.cache_read:,}",
+        f"{t.output:,}",
+        _percent(t.hit_ratio),
+        _percent(t.calls_with_hit_share),
+        cost_text,
+        ", ".join(f"{k}: {v}" for k, v in t.unknown.items()) or "-",
+    ]
 
 
 def _load_table(snapshot: Path | None, litellm: Path | None) -> PriceTable:

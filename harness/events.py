@@ -116,7 +116,7 @@ class AssistantTurn(_Event):
 class Finished(_Event):
     type: Literal["finished"] = "finished"
     status: str
-    """end_turn, max_steps, max_cost, max_wall, cancelled, error."""
+    """end_turn, max_steps, max_cost, max_wall, max_tokens (reply cut off at the output limit), cancelled, error."""
     detail: str = ""
     summary: dict[str, Any]
     """`SessionSummary.model_dump()`."""

@@ -61,6 +61,7 @@ class LocalEngineServer:
             from hitrate.engine.runner import TransformersEngine
             from hitrate.engine.server import create_app
             from hitrate.engine.server_thread import ServerThread
+            from hitrate.engine.serving import ChatService
         except ImportError as exc:  # torch / transformers / fastapi are the `local` extra
             raise LocalEngineError(
                 f"local models need the engine's dependencies ({exc.name} is missing): "
@@ -78,7 +79,11 @@ class LocalEngineServer:
         except EngineError as exc:
             hint = "" if is_path else " (a hub id needs network access on first use, or the weights in the local cache)"
             raise LocalEngineError(f"local/{self.model_ref}: {exc}{hint}") from exc
-        app = create_app(self.engine, served_model_names=[self.model_ref], default_max_tokens=self._default_max_tokens)
+        # The harness asks for a fixed max_tokens (`--max-output-tokens`) without counting the
+        # prompt; the engine knows the context window, so it lowers max_tokens to the room left
+        # rather than failing a long session on a small model.
+        service = ChatService(self.engine, default_max_tokens=self._default_max_tokens, cap_max_tokens=True)
+        app = create_app(self.engine, service=service, served_model_names=[self.model_ref])
         self._thread = ServerThread(app).start()
         log.info("local engine for %s serving at %s", self.model_ref, self._thread.url)
         return self._thread.url

@@ -488,6 +488,15 @@ class Session:
 
     # ------------------------------------------------------------------ tools
 
+    def answer_tools_unrun(self, assistant: AssistantMessage, reason: str) -> UserMessage:
+        """Answer every tool call of `assistant` with an error result `reason`, running none, so
+        the transcript stays valid (every call answered)."""
+        message = UserMessage(content=tuple(
+            ToolResultBlock(call_id=call.call_id, content=reason, is_error=True) for call in assistant.tool_calls
+        ))
+        self._append(message)
+        return message
+
     def run_tools(self, step: int, assistant: AssistantMessage, cancel: threading.Event | None = None) -> UserMessage:
         """Run the turn's tool calls in order and append their results as the next user turn.
 

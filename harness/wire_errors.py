@@ -98,6 +98,13 @@ def _kind_for_status(status: int, body_type: str | None) -> ErrorKind:
     return "client_error"
 
 
+def _is_context_overflow(message: str) -> bool:
+    """A refusal because prompt + max_tokens does not fit the context window. Wordings differ:
+    the bundled engine and vLLM name max_tokens, OpenAI-style servers the "completion"."""
+    text = message.lower()
+    return "context" in text and ("max_tokens" in text or "completion" in text)
+
+
 def from_sdk_error(exc: BaseException, *, where: str) -> CallError:
     """A CallError for any exception raised while calling an SDK. `where` names the backend."""
     if isinstance(exc, CallError):
@@ -118,6 +125,8 @@ def from_sdk_error(exc: BaseException, *, where: str) -> CallError:
         message = body_message or str(exc)
         if kind == "auth":
             message += " (check the API key for this provider)"
+        elif kind == "client_error" and _is_context_overflow(message):
+            message += " (--max-output-tokens sets max_tokens for each call)"
         label = f"{body_type}: " if body_type else ""
         return CallError(
             f"{where}: {label}{message}",

@@ -153,6 +153,9 @@ class UsageTotals(BaseModel):
     """Sum over the priced calls; None when no call is priced."""
     unpriced_calls: int = 0
     """Calls whose cost is unknown (not in `cost_usd`)."""
+    failed_calls: int = 0
+    """Calls that ended in an error (included in `calls`; their missing buckets are not counted
+    in `unknown`, which is about successful calls that did not report a bucket)."""
 
     @property
     def cache_write_total(self) -> int:

@@ -46,6 +46,16 @@ _GROUP_COLUMN: dict[str, str] = {
 }
 
 
+def _open_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+    """A user-facing reason why `path` could not be opened as a ledger."""
+    text = str(exc)
+    if "not a database" in text:
+        return f"{path} is not a SQLite ledger file ({text})"
+    if "readonly" in text or "unable to open" in text:
+        return f"cannot write ledger {path}: {text} (check the path and its permissions)"
+    return f"cannot open ledger {path}: {text}"
+
+
 def default_ledger_path() -> Path:
     """`$HITRATE_DB` if set, else `ledger.db` in the user data directory
     (e.g. ~/.local/share/hitrate/ledger.db on Linux)."""
@@ -69,27 +79,46 @@ class GroupSummary(BaseModel):
     totals: UsageTotals
 
 
+class LedgerError(Exception):
+    """The ledger file cannot be opened: a folder, an unwritable path, or not a SQLite file.
+    The message names the path and says what is wrong, fit to show a user as is."""
+
+
 class Ledger:
-    """A ledger file. Use as a context manager or call `close()`."""
+    """A ledger file. Use as a context manager or call `close()`.
+
+    Raises `LedgerError` when `path` cannot be opened as a ledger."""
 
     def __init__(self, path: str | Path | None = None, *, timeout_s: float = 60.0) -> None:
         self.path = Path(path) if path is not None else default_ledger_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: this class opens and closes every transaction itself.
-        # check_same_thread=False: the connection is shared by this process's threads, each use
-        # serialised by `_lock` (see the module docstring).
-        conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        self._enable_wal(conn)
-        # NORMAL is durable in WAL mode except for the last commits on power loss; it spares an
-        # fsync per commit, which is what makes thousands of single-row commits a second possible.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        if self.path.is_dir():
+            raise LedgerError(f"{self.path} is a directory, not a ledger file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"cannot create the folder for ledger {self.path}: {exc.strerror or exc}") from exc
+        try:
+            # isolation_level=None: this class opens and closes every transaction itself.
+            # check_same_thread=False: the connection is shared by this process's threads, each
+            # use serialised by `_lock` (see the module docstring).
+            conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path}: {exc}") from exc
         self.db = Database(conn)
         # Re-entrant: a thread inside `transaction()` calls methods that take the lock again.
         self._lock = threading.RLock()
         self._saved_snapshots: set[str] = set()
         try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            self._enable_wal(conn)
+            # NORMAL is durable in WAL mode except for the last commits on power loss; it spares
+            # an fsync per commit, which is what makes thousands of single-row commits a second
+            # possible.
+            conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self.db)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise LedgerError(_open_failure(self.path, exc)) from exc
         except BaseException:
             conn.close()
             raise
@@ -480,7 +509,9 @@ _SUMMARY_SELECT = ", ".join(
     [
         "COUNT(*) AS calls",
         *(f"COALESCE(SUM({b}), 0) AS sum_{b}" for b in BUCKETS),
-        *(f"COUNT(*) - COUNT({b}) AS unknown_{b}" for b in BUCKETS),
+        # A failed call reports no buckets; it is counted as failed, not as unknown in each bucket.
+        *(f"COALESCE(SUM(error IS NULL AND {b} IS NULL), 0) AS unknown_{b}" for b in BUCKETS),
+        "COUNT(error) AS failed",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN cache_read END) AS ratio_read",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN {_PROMPT_SUM} END) AS ratio_prompt",
         "COUNT(cache_read) AS with_read",
@@ -503,6 +534,7 @@ def _totals_from_row(row: dict[str, Any]) -> UsageTotals:
         calls_with_hit_share=int(row["with_hit"]) / with_read if with_read else None,
         cost_usd=float(row["cost"]) if row["priced"] else None,
         unpriced_calls=calls - int(row["priced"]),
+        failed_calls=int(row["failed"]),
     )
 
 

@@ -24,6 +24,7 @@ _OUTCOME = {
     "max_steps": "stopped",
     "max_cost": "stopped",
     "max_wall": "stopped",
+    "max_tokens": "stopped",
 }
 
 

@@ -4,7 +4,7 @@ the harness's CLI must not import the TUI."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -21,19 +21,25 @@ def register(app: typer.Typer) -> None:
     add_command(app, "tui", tui_command)
 
 
-def _resumed_spec(db: Optional[Path], session_id: str) -> str | None:
-    """The model a session to resume last used, so it goes on where its cache is."""
-    from hitrate.harness.resume import last_model_spec
+def _resumable(db: Optional[Path], session_id: str) -> tuple[str | None, str | None]:
+    """(model spec, workspace) the session to resume last used, so it goes on where its cache and
+    its files are; exits with a usage error when there is no such session to resume."""
+    from hitrate.harness.resume import SessionNotResumable, load_session
+    from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
 
     path = db or default_ledger_path()
     if not path.is_file():
-        return None
-    with Ledger(path) as ledger:
-        return last_model_spec(ledger, session_id)
+        _fail(f"no saved transcript for session {session_id}: there is no ledger at {path}")
+    try:
+        with Ledger(path) as ledger:
+            stored = load_session(ledger, session_id)
+    except (SessionNotResumable, StoredTranscriptError) as exc:
+        _fail(str(exc))
+    return stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(EXIT_USAGE)
 
@@ -45,7 +51,10 @@ def tui_command(
         "local/<path or hub id>. Default: $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model. /model switches later.",
     ),
-    workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project the agent works in (its tools cannot leave it)."),
+    workspace: Optional[Path] = typer.Option(
+        None, "--workspace", "-w",
+        help="The project the agent works in (its tools cannot leave it). Default: the resumed session's, else the current folder.",
+    ),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue this session (its id from /resume or `hitrate ledger`)."),
     approve: bool = typer.Option(True, "--approve/--no-approve", help="Ask before shell commands and file writes."),
@@ -67,11 +76,16 @@ def tui_command(
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
-    ws = workspace.expanduser().resolve()
+    stored_spec: str | None = None
+    if resume is not None:
+        stored_spec, stored_workspace = _resumable(db, resume)
+        if workspace is None and stored_workspace is not None:
+            workspace = Path(stored_workspace)
+    ws = (workspace or Path(".")).expanduser().resolve()
     if not ws.is_dir():
         _fail(f"workspace {ws} is not a directory")
     try:
-        spec = model or (_resumed_spec(db, resume) if resume is not None else None) or default_model()
+        spec = model or stored_spec or default_model()
         if spec.startswith("local/"):
             typer.echo(f"loading {spec} …", err=True)
         link = HarnessLink(

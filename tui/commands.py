@@ -80,10 +80,16 @@ def parse_command(text: str) -> Command:
     return Command(name=name, arg=arg)  # type: ignore[arg-type]
 
 
+def _markdown_text(text: str) -> str:
+    """`text` shown literally in markdown: placeholders like `<model>` would otherwise be parsed
+    as inline HTML tags and vanish from the rendered help."""
+    return text.replace("\\", "\\\\").replace("<", "\\<").replace(">", "\\>")
+
+
 def help_markdown(key_help: list[tuple[str, str]]) -> str:
     """The /help text as markdown: commands, then keys."""
     lines = ["**Commands**", ""]
-    lines += [f"- `{h.usage}` — {h.summary}" for h in COMMANDS.values()]
+    lines += [f"- `{h.usage}` — {_markdown_text(h.summary)}" for h in COMMANDS.values()]
     lines += ["", "**Keys**", ""]
-    lines += [f"- `{key}` — {what}" for key, what in key_help]
+    lines += [f"- `{key}` — {_markdown_text(what)}" for key, what in key_help]
     return "\n".join(lines)

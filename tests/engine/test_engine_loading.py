@@ -98,3 +98,14 @@ def test_serve_refuses_bad_device_and_dtype_without_a_traceback(tiny_llama_path,
                             env=OFFLINE, timeout=180)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_loading_is_quiet_unless_verbose(tiny_llama_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    TransformersEngine.from_pretrained(tiny_llama_path, device="cpu")
+    quiet = capfd.readouterr()
+    assert "Loading weights" not in quiet.err + quiet.out
+    assert hf_logging.is_progress_bar_enabled()  # the setting is restored after the load
+    TransformersEngine.from_pretrained(tiny_llama_path, device="cpu", verbose=True)
+    assert "Loading weights" in capfd.readouterr().err

@@ -55,6 +55,16 @@ def test_prepare_pins_every_mark_for_its_own_ttl(service, engine):
     assert service.prepare(ChatRequest(messages=messages)).generation.pins == ()
 
 
+def test_capping_service_lowers_max_tokens_to_the_room_left(engine):
+    capping = ChatService(engine, default_max_tokens=7, cap_max_tokens=True)
+    probe = capping.prepare(ChatRequest(messages=[ChatMessage("user", "hi")]))
+    room = engine.max_context - probe.prompt_tokens
+    big = capping.prepare(ChatRequest(messages=[ChatMessage("user", "hi")], max_tokens=room + 4096))
+    assert big.generation.params.max_tokens == room
+    small = capping.prepare(ChatRequest(messages=[ChatMessage("user", "hi")], max_tokens=3))
+    assert small.generation.params.max_tokens == 3
+
+
 def test_prepare_sizes_max_tokens_to_the_room_left(service, engine):
     room_left = lambda prepared: engine.max_context - prepared.prompt_tokens  # noqa: E731
     short = service.prepare(ChatRequest(messages=[ChatMessage("user", "hi")]))

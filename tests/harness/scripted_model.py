@@ -16,7 +16,7 @@ from hitrate.store.usage import WRITE_BUCKETS, Usage
 
 class ScriptedBackend:
     """A fixed list of replies standing in for a model. Each item is a dict with "text" and/or
-    "tool_calls" [(name, arguments JSON)], or a CallError to raise. Usage mimics an automatic prefix
+    "tool_calls" [(name, arguments JSON)] (and optionally "stop_reason"), or a CallError to raise. Usage mimics an automatic prefix
     cache: the tokens shared with the previous prompt (by section hash) are read, the rest is fresh;
     an item with "evicted": True reads nothing (the provider's entry expired)."""
 
@@ -67,7 +67,7 @@ class ScriptedBackend:
             assistant=AssistantMessage(content=tuple(blocks)) if blocks else None,
             usage=usage,
             raw_usage={"prompt_tokens": total, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": read}},
-            stop_reason="tool_use" if item.get("tool_calls") else "end_turn",
+            stop_reason=item.get("stop_reason") or ("tool_use" if item.get("tool_calls") else "end_turn"),
             model=self.model,
             latency_s=0.01,
             ttft_s=0.005,

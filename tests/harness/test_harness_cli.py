@@ -116,6 +116,32 @@ def test_run_failure_exit_codes(app, fake_server, workspace, tmp_path):
     assert result.exit_code == cli_run.EXIT_USAGE and "not a directory" in result.stderr
 
 
+def test_context_overflow_error_names_the_output_token_option(app, fake_server, workspace, tmp_path):
+    message = ("prompt (5028 tokens) plus max_tokens (4096) exceeds the model's context window of 8192 tokens; "
+               "lower max_tokens to at most 3164 or shorten the conversation")
+    fake_server.push(Failure(400, {"error": {"type": "invalid_request_error", "message": message}}))
+    result = CliRunner().invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                      "--db", str(tmp_path / "x.db")],
+                                env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url})
+    assert result.exit_code == cli_run.EXIT_ERROR
+    assert "--max-output-tokens" in result.stdout
+
+
+def test_max_cost_warns_once_when_the_model_has_no_price(app, fake_server, workspace, tmp_path):
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    runner = CliRunner()
+    warning = "cost limit cannot be enforced: anthropic/made-up-model-9 has no price"
+    fake_server.push(Reply(text="ok"))
+    result = runner.invoke(app, ["run", "hi", "-m", "anthropic/made-up-model-9", "-w", str(workspace), "--max-cost", "1",
+                                 "--db", str(tmp_path / "x.db")], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count(warning) == 1
+    fake_server.push(Reply(text="ok"))
+    priced = runner.invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--max-cost", "1",
+                                 "--db", str(tmp_path / "x.db")], env=env)
+    assert priced.exit_code == 0 and "cost limit cannot be enforced" not in priced.stderr
+
+
 def test_run_step_limit_exit_code(app, fake_server, workspace, tmp_path):
     fake_server.default = lambda record: Reply(tool_calls=[("toolu_x", "list_dir", "{}")])
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}

@@ -82,3 +82,23 @@ def test_openai_adapter_against_the_engine_server(tiny_model, workspace, ledger)
     assert third.cache_read >= second.prompt_total - 1
     assert all(r.raw_usage["prompt_tokens_details"]["cached_tokens"] == r.usage.cache_read for r in rows)
     assert [r.miss_reason for r in rows] == ["cold", None, None]
+
+
+@pytest.mark.slow
+def test_local_backend_caps_max_tokens_to_the_context_window(tmp_path):
+    import httpx
+
+    small = build_tiny_model(tmp_path / "small", "llama", vocab_size=512, hidden=32, layers=2, heads=2, kv_heads=1,
+                             max_positions=96, seed=0)
+    server = LocalEngineServer(str(small))
+    try:
+        url = server.start()
+        # As the harness sends it: a fixed --max-output-tokens far beyond the 96-token window.
+        body = {"model": str(small), "max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]}
+        reply = httpx.post(f"{url}/v1/messages", json=body, headers={"x-api-key": "local"}, timeout=60)
+    finally:
+        server.stop()
+    assert reply.status_code == 200, reply.text
+    usage = reply.json()["usage"]
+    assert usage["output_tokens"] >= 1
+    assert usage["input_tokens"] + usage.get("cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0) + usage["output_tokens"] <= 96

@@ -118,7 +118,34 @@ def test_ledger_summary_by_session(app: typer.Typer, tmp_path: Path) -> None:
     table = runner.invoke(app, ["ledger", "--db", str(path)], env=WIDE)
     row = next(line for line in table.output.splitlines() if "s-anthropic" in line)
     cells = [c.strip() for c in row.strip("│ ").split("│")]
-    assert cells[1:13] == ["3", "63", "188,086", "0", "0", "0", "376,172", "1,179", "66.7%", "66.7%", "1.393414", "reasoning: 3"]
+    # calls, failed, fresh, write 5m, read, output, ratio, calls with hit, cost, unknown
+    # (the other write buckets, empty for every group, are left out).
+    assert "write 30m" not in table.output and "write 1h" not in table.output
+    assert cells[1:11] == ["3", "0", "63", "188,086", "376,172", "1,179", "66.7%", "66.7%", "1.393414", "reasoning: 3"]
+
+
+def test_ledger_at_80_columns_keeps_ids_whole_lines_and_counts_failures(app: typer.Typer, tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ok = {"input_tokens": 21, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 500, "output_tokens": 9}
+    with Ledger(path) as ledger:
+        session = ledger.start_session(backend="anthropic", model="claude-opus-5")
+        for i in range(2):
+            ledger.record_call(CallRecord(session_id=session.id, backend="anthropic", model="claude-opus-5",
+                                          started_at=T0 + timedelta(seconds=i), usage=from_anthropic(ok)))
+        for i in range(3):
+            ledger.record_call(CallRecord(session_id=session.id, backend="anthropic", model="claude-opus-5",
+                                          started_at=T0 + timedelta(seconds=5 + i), error="overloaded_error: busy"))
+    result = runner.invoke(app, ["ledger", "--db", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines())
+    prefix = session.id[:12]
+    (row,) = [line for line in result.output.splitlines() if prefix in line]
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[0].startswith(prefix) and cells[1:3] == ["5", "3"]
+    # Failed calls are counted apart, not as unknown buckets (only the two answered calls lack
+    # a reasoning count: Anthropic reports none).
+    totals = json.loads(runner.invoke(app, ["ledger", "--db", str(path), "--json"]).output)[0]["totals"]
+    assert totals["failed_calls"] == 3 and totals["unknown"] == {"reasoning": 2}
 
 
 def test_ledger_by_model_and_run_env_and_missing_file(app: typer.Typer, tmp_path: Path) -> None:

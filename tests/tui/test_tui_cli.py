@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import socket
+import threading
+from pathlib import Path
 
+from tui_helpers import SPEC, fixed_context
+from tui_scripted import ScriptedRouter
 from typer.testing import CliRunner
 
 from hitrate.harness.cli import _register_all, app
+from hitrate.store.ledger import Ledger
+from hitrate.tui.app import HitrateApp
+from hitrate.tui.harness_link import HarnessLink
 
 
 def registered():
@@ -56,3 +63,52 @@ def test_resume_of_an_unknown_session_is_reported(tmp_path):
              "-w", str(tmp_path), "--resume", "0abc"],
         )
     assert result.exit_code == 2 and "no saved transcript for session 0abc" in result.output
+
+
+def test_resume_of_an_unknown_session_is_reported_before_choosing_a_model(tmp_path, monkeypatch):
+    # No model given and none configured: the unknown session, not the missing model, is the error.
+    for var in ("HITRATE_MODEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    db = tmp_path / "l.db"
+    Ledger(db).close()
+    result = CliRunner().invoke(registered(), ["tui", "--db", str(db), "-w", str(tmp_path), "--resume", "nope"])
+    assert result.exit_code == 2
+    assert "no such session" in result.output and "no model" not in result.output
+    result = CliRunner().invoke(registered(), ["tui", "--db", str(tmp_path / "absent.db"), "--resume", "nope"])
+    assert result.exit_code == 2 and "there is no ledger at" in result.output
+
+
+def _recorded_session(ledger_path: Path, workspace: Path) -> str:
+    link = HarnessLink(SPEC, workspace, ledger_path, router=ScriptedRouter({SPEC: [{"text": "Earlier answer."}]}),
+                       context=fixed_context)
+    try:
+        link.run_turn("earlier question", lambda _msg: None, threading.Event(), lambda _name, _args: True)
+        return link.session_id
+    finally:
+        link.close()
+
+
+def _resumed_workspace(monkeypatch, args: list[str]) -> Path:
+    seen: list[Path] = []
+    # The interactive loop is the one part left out: the resume itself runs for real.
+    monkeypatch.setattr(HitrateApp, "run", lambda self: seen.append(self.link.workspace))
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        result = CliRunner().invoke(registered(), ["tui", "--model", f"openai-compat/m@http://127.0.0.1:{port}/v1", *args])
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_resume_from_another_folder_continues_in_the_sessions_workspace(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    db = tmp_path / "l.db"
+    session_id = _recorded_session(db, project)
+    monkeypatch.chdir(elsewhere)
+    assert _resumed_workspace(monkeypatch, ["--db", str(db), "--resume", session_id]) == project.resolve()
+    # An explicit --workspace still wins.
+    assert _resumed_workspace(monkeypatch, ["--db", str(db), "--resume", session_id, "-w", str(elsewhere)]) == elsewhere.resolve()
