@@ -26,7 +26,7 @@ from hitrate.harness.session import Session
 from hitrate.projection.breakpoints import ProviderRules
 from hitrate.projection.canonical import TokenCounter, canonical_json, chain_hash, estimate_tokens
 from hitrate.projection.docs import ProjectDoc, render_docs
-from hitrate.projection.project import ProjectionError, SystemPrompt
+from hitrate.projection.project import SystemPrompt, check_request
 from hitrate.projection.prompt import Epoch, Prompt, Section
 from hitrate.projection.sections import chain, message_bodies, text_body, tools_body
 from hitrate.projection.tools_spec import ToolSpec
@@ -122,10 +122,7 @@ class NaiveAssembler:
         epoch_reason: str | None = None,
     ) -> Prompt:
         """The next request in the naive layout; same arguments as `Projector.project`."""
-        if not isinstance(model, str) or not model:
-            raise ProjectionError("model must be a non-empty string")
-        if not isinstance(transcript, Transcript):
-            raise ProjectionError(f"transcript must be a Transcript, not {type(transcript).__name__}")
+        check_request(model, transcript)
         rules = rules or self.rules
         template = system if isinstance(system, str) else system.render()
         docs_text = docs if isinstance(docs, str) else render_docs(tuple(docs))

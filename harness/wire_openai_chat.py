@@ -25,11 +25,12 @@ import openai
 
 from hitrate.harness.models import Quirks
 from hitrate.harness.wire_errors import stream_error
+from hitrate.harness.wire_openai_client import OpenAIClientBackend
 from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
     CallResult,
-    InFlight,
+    OpenAIContent,
     PlannedMarks,
     RenderReport,
     StreamTimer,
@@ -37,7 +38,7 @@ from hitrate.harness.wire_types import (
     map_stop_reason,
     native_raw,
 )
-from hitrate.projection.prompt import Breakpoint, Prompt
+from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import (
     AssistantMessage,
     ContextBlock,
@@ -57,27 +58,13 @@ API = "openai_chat"
 _JOIN = "\n\n"
 
 
-def _breakpoint(mark: Breakpoint) -> dict[str, str]:
-    return {"mode": "explicit", "ttl": mark.ttl}
+class _Renderer(OpenAIContent):
+    part_type = "text"
+    join = _JOIN
 
-
-class _Renderer:
     def __init__(self, prompt: Prompt, marks: PlannedMarks) -> None:
+        super().__init__(prompt, marks)
         self.prompt = prompt
-        self.marks = marks
-        self.parts_mode = prompt.family == "openai_breakpoints"
-
-    def part(self, text: str, key: BlockKey) -> dict[str, Any]:
-        part: dict[str, Any] = {"type": "text", "text": text}
-        mark = self.marks.take(key)
-        if mark is not None:
-            part["prompt_cache_breakpoint"] = _breakpoint(mark)
-        return part
-
-    def content(self, pieces: list[tuple[str, BlockKey]]) -> Any:
-        if self.parts_mode:
-            return [self.part(text, key) for text, key in pieces]
-        return _JOIN.join(text for text, _ in pieces)
 
     def system(self) -> dict[str, Any] | None:
         pieces = [(t, (k, None, 0)) for k, t in (("system", self.prompt.system), ("docs", self.prompt.docs)) if t]
@@ -254,7 +241,7 @@ class _Reply:
         return AssistantMessage(content=tuple(content)) if content else None
 
 
-class OpenAIChatBackend:
+class OpenAIChatBackend(OpenAIClientBackend):
     """One model behind a Chat Completions endpoint."""
 
     wire = "openai_chat"
@@ -269,21 +256,8 @@ class OpenAIChatBackend:
         label: str | None = None,
         timeout_s: float = 600.0,
     ) -> None:
-        self.model = model
-        self.quirks = quirks
-        self.base_url = base_url
-        self.label = label or f"openai-compat/{model}@{base_url}"
-        # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
-        self.last_report: RenderReport | None = None
-        self._inflight = InFlight()
-
-    def close(self) -> None:
-        self._client.close()
-
-    def abort(self) -> None:
-        """Stop the calls open now (another thread's user pressed cancel)."""
-        self._inflight.abort()
+        label = label or f"openai-compat/{model}@{base_url}"
+        super().__init__(model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s)
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()

@@ -35,11 +35,12 @@ import openai
 
 from hitrate.harness.models import Quirks
 from hitrate.harness.wire_errors import stream_error
+from hitrate.harness.wire_openai_client import OpenAIClientBackend
 from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
     CallResult,
-    InFlight,
+    OpenAIContent,
     PlannedMarks,
     RenderReport,
     StopReason,
@@ -47,7 +48,7 @@ from hitrate.harness.wire_types import (
     TextSink,
     native_raw,
 )
-from hitrate.projection.prompt import Breakpoint, Prompt
+from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import (
     AssistantMessage,
     ContextBlock,
@@ -73,10 +74,6 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _breakpoint(mark: Breakpoint) -> dict[str, str]:
-    return {"mode": "explicit", "ttl": mark.ttl}
-
-
 def assistant_text_item(parts: list[dict[str, Any]], phase: str | None = None) -> dict[str, Any]:
     """An assistant `message` input item. Its content parts are `output_text` / `refusal`: the API
     refuses `input_text` in an assistant message."""
@@ -92,22 +89,9 @@ def function_call_item(call_id: str, name: str, arguments: str) -> dict[str, Any
     return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
 
 
-class _Renderer:
-    def __init__(self, prompt: Prompt, marks: PlannedMarks) -> None:
-        self.marks = marks
-        self.parts_mode = prompt.family == "openai_breakpoints"
-
-    def part(self, text: str, key: BlockKey) -> dict[str, Any]:
-        part: dict[str, Any] = {"type": "input_text", "text": text}
-        mark = self.marks.take(key)
-        if mark is not None:
-            part["prompt_cache_breakpoint"] = _breakpoint(mark)
-        return part
-
-    def content(self, pieces: list[tuple[str, BlockKey]]) -> Any:
-        if self.parts_mode:
-            return [self.part(text, key) for text, key in pieces]
-        return _JOIN.join(text for text, _ in pieces)
+class _Renderer(OpenAIContent):
+    part_type = "input_text"
+    join = _JOIN
 
     def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -335,7 +319,7 @@ def _refuses_encrypted_reasoning(exc: BaseException) -> bool:
     return body.get("param") == "include" or "encrypted content is not supported" in message
 
 
-class OpenAIResponsesBackend:
+class OpenAIResponsesBackend(OpenAIClientBackend):
     """One model behind a Responses endpoint, called statelessly."""
 
     wire = "openai_responses"
@@ -350,23 +334,10 @@ class OpenAIResponsesBackend:
         label: str | None = None,
         timeout_s: float = 600.0,
     ) -> None:
-        self.model = model
-        self.quirks = quirks
-        self.base_url = base_url
-        self.label = label or f"openai-responses/{model}"
+        label = label or f"openai-responses/{model}"
+        super().__init__(model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s)
         self.include_encrypted_reasoning = True
         """Cleared for good once the model refuses the include (it does not reason)."""
-        # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
-        self.last_report: RenderReport | None = None
-        self._inflight = InFlight()
-
-    def close(self) -> None:
-        self._client.close()
-
-    def abort(self) -> None:
-        """Stop the calls open now (another thread's user pressed cancel)."""
-        self._inflight.abort()
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         try:

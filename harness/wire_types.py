@@ -254,6 +254,39 @@ class PlannedMarks:
         self._report.unplaced.extend(mark for key, mark in self._by_block.items() if key not in self._taken)
 
 
+class OpenAIContent:
+    """Message content on OpenAI's wires (Chat Completions and Responses): one string, or, when the
+    projection planned explicit marks for GPT-5.6+ (family "openai_breakpoints"), a list of text
+    parts, each carrying its `prompt_cache_breakpoint`. In parts mode every piece is a part whether
+    marked or not, so adding or moving a mark never changes how the rest of a message is spelled."""
+
+    part_type = "text"
+    """The text part's `type` on this wire ("text" in Chat Completions, "input_text" in Responses)."""
+    join = "\n\n"
+    """Pieces of one message are joined with a blank line when content is a plain string."""
+
+    def __init__(self, prompt: Prompt, marks: PlannedMarks) -> None:
+        self.marks = marks
+        self.parts_mode = prompt.family == "openai_breakpoints"
+
+    def part(self, text: str, key: BlockKey) -> dict[str, Any]:
+        part: dict[str, Any] = {"type": self.part_type, "text": text}
+        mark = self.marks.take(key)
+        if mark is not None:
+            part["prompt_cache_breakpoint"] = openai_breakpoint(mark)
+        return part
+
+    def content(self, pieces: list[tuple[str, BlockKey]]) -> Any:
+        if self.parts_mode:
+            return [self.part(text, key) for text, key in pieces]
+        return self.join.join(text for text, _ in pieces)
+
+
+def openai_breakpoint(mark: Breakpoint) -> dict[str, str]:
+    """An explicit OpenAI cache breakpoint (GPT-5.6+) with the mark's TTL."""
+    return {"mode": "explicit", "ttl": mark.ttl}
+
+
 def native_raw(block: Any, api: str) -> str | None:
     """The JSON text `block` arrived in, when it came from the wire API `api`; else None. Content is
     only re-sent byte for byte to the kind of server that produced it."""

@@ -275,10 +275,7 @@ class Projector:
         """The next request. `context` is the full current dynamic context; only its changes since the
         last sent context go into the tail. `rules` overrides the projector's rules for this call
         (e.g. after a model switch). `epoch_reason` annotates the epoch this call may start."""
-        if not isinstance(model, str) or not model:
-            raise ProjectionError("model must be a non-empty string")
-        if not isinstance(transcript, Transcript):
-            raise ProjectionError(f"transcript must be a Transcript, not {type(transcript).__name__}")
+        check_request(model, transcript)
         rules = rules or self.rules
         head = self._head(tools, self._system_text(system), self._docs_text(docs))
         messages = transcript.messages
@@ -326,6 +323,15 @@ class Projector:
         # Without a session id, the first history section (the opening user turn) identifies it.
         seed = self.session_id if self.session_id is not None else (sections[3].hash if len(sections) > 3 else sections[2].hash)
         return "hitrate-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:32]
+
+
+def check_request(model: Any, transcript: Any) -> None:
+    """Raise `ProjectionError` unless `model` is a non-empty string and `transcript` a `Transcript`:
+    the checks every layout that builds a request from these arguments makes first."""
+    if not isinstance(model, str) or not model:
+        raise ProjectionError("model must be a non-empty string")
+    if not isinstance(transcript, Transcript):
+        raise ProjectionError(f"transcript must be a Transcript, not {type(transcript).__name__}")
 
 
 def canonical_json_or_repr(value: Any) -> str:

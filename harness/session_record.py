@@ -1,0 +1,119 @@
+"""The ledger row of each call a session makes: building it, pricing it, explaining a miss, and
+storing and announcing it.
+
+A mixin of `Session`, kept apart so the session module stays about the conversation itself; it
+relies only on the session attributes declared below."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any, Callable
+
+from hitrate.harness.call_sections import call_sections
+from hitrate.harness.epochs import EpochView, SessionEpochs
+from hitrate.harness.events import CallRecorded
+from hitrate.harness.router import Route
+from hitrate.harness.session_inputs import SessionConfig
+from hitrate.harness.wire_types import CallResult
+from hitrate.projection.explain import MissExplanation
+from hitrate.projection.prompt import Prompt
+from hitrate.store.cost import cost, miss_cost
+from hitrate.store.ledger import Ledger
+from hitrate.store.prices import PriceTable
+from hitrate.store.records import CallRecord
+from hitrate.store.usage import Usage
+
+
+class SessionRecording:
+    """Writes a session's call rows to its ledger and keeps them for its summary."""
+
+    id: str
+    route: Route
+    config: SessionConfig
+    ledger: Ledger
+    price_table: PriceTable
+    records: list[tuple[int, CallRecord]]
+    _epochs: SessionEpochs
+    emit: Callable[[Any], None]
+
+    def _call_record(self, prompt: Prompt, started_at: datetime, **fields: Any) -> CallRecord:
+        """A ledger row for a call of `prompt`, with what every row of this session carries."""
+        return CallRecord(
+            run_id=self.config.run_id,
+            task_id=self.config.task_id,
+            session_id=self.id,
+            backend=self.route.backend_name,
+            model=prompt.model,
+            started_at=started_at,
+            section_hashes=prompt.section_hashes(),
+            sections=call_sections(prompt),
+            price_snapshot_id=self.price_table.id,
+            layout=self.config.layout,
+            cache_mode=self.config.cache_mode,
+            **fields,
+        )
+
+    def _record(
+        self, step: int, prompt: Prompt, result: CallResult, started_at: datetime, explanation: MissExplanation, epoch: EpochView,
+        kind: str | None = None,
+    ) -> CallRecord:
+        breakdown = cost(result.usage, prompt.model, started_at, self.price_table)
+        missed = explanation.reason != "hit"
+        record = self._call_record(
+            prompt,
+            started_at,
+            ttft_s=result.ttft_s,
+            latency_s=result.latency_s,
+            usage=result.usage,
+            raw_usage=result.raw_usage,
+            cost_usd=breakdown.total,
+            miss_reason=explanation.label if missed else None,
+            miss_tokens=explanation.tokens_missed if missed else 0,
+            miss_cost_usd=miss_cost(explanation.tokens_missed, result.usage, breakdown) if missed else 0.0,
+            kind=kind,
+        )
+        return self._store(step, record, stop_reason=result.stop_reason, epoch=epoch)
+
+    def _record_failure(
+        self, step: int, prompt: Prompt, started_at: datetime, clock_start: float, error: str,
+        partial: dict[str, Any] | None, epoch: EpochView, kind: str | None = None,
+    ) -> None:
+        record = self._call_record(
+            prompt,
+            started_at,
+            latency_s=time.monotonic() - clock_start,
+            usage=Usage(),
+            raw_usage=partial,
+            error=error,
+            kind=kind,
+        )
+        self._store(step, record, stop_reason=None, epoch=epoch)
+
+    def _store(self, step: int, record: CallRecord, *, stop_reason: str | None, epoch: EpochView) -> CallRecord:
+        """Write the row (and the price snapshot it names) to the ledger, keep it for the summary,
+        and announce it."""
+        record = self.ledger.record_call(record, price_table=self.price_table)
+        self.records.append((step, record))
+        self._epochs.record(record, epoch)
+        self.emit(
+            CallRecorded(
+                session_id=self.id,
+                step=step,
+                call_id=record.id,
+                model=self.route.label,
+                started_at=record.started_at,
+                usage=record.usage,
+                cost_usd=record.cost_usd,
+                miss_reason=record.miss_reason,
+                miss_tokens=record.miss_tokens,
+                miss_cost_usd=record.miss_cost_usd,
+                ttft_s=record.ttft_s,
+                latency_s=record.latency_s,
+                stop_reason=stop_reason,
+                error=record.error,
+                epoch=epoch.number,
+                kind=record.kind,
+            )
+        )
+        return record

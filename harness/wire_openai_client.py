@@ -1,0 +1,30 @@
+"""What the two OpenAI wires (Chat Completions and Responses) share as backends: one SDK client,
+the render report of the last request, and the calls open now, which `abort` stops."""
+
+from __future__ import annotations
+
+import openai
+
+from hitrate.harness.models import Quirks
+from hitrate.harness.wire_types import InFlight, RenderReport
+
+
+class OpenAIClientBackend:
+    """One model behind an OpenAI-SDK endpoint; a wire's backend adds `call`."""
+
+    def __init__(self, *, model: str, api_key: str, base_url: str, quirks: Quirks, label: str, timeout_s: float) -> None:
+        self.model = model
+        self.quirks = quirks
+        self.base_url = base_url
+        self.label = label
+        # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s)
+        self.last_report: RenderReport | None = None
+        self._inflight = InFlight()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def abort(self) -> None:
+        """Stop the calls open now (another thread's user pressed cancel)."""
+        self._inflight.abort()
