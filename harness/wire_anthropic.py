@@ -44,8 +44,7 @@ from hitrate.projection.transcript import (
     ToolResultBlock,
     UserMessage,
 )
-from hitrate.store.normalize import from_anthropic, merge_anthropic_stream
-from hitrate.store.usage import UsageFormatError
+from hitrate.store.normalize import anthropic_stream_usage, as_raw_usage, from_anthropic
 
 API = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -305,12 +304,11 @@ class AnthropicBackend:
                 if error is exc:
                     raise
                 raise error from exc
-        raw_usage = _dict(message.usage)
+        # A surprising usage block never fails the call: the store reads it as well as it can
+        # and flags what it could not reconcile.
+        raw_usage = as_raw_usage(getattr(message, "usage", None))
         request_id = getattr(message, "_request_id", None)
-        try:
-            usage = from_anthropic(raw_usage)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        usage = from_anthropic(raw_usage)
         return CallResult(
             assistant=None,
             usage=usage,
@@ -348,7 +346,7 @@ class AnthropicBackend:
                         kind = event.type
                         if kind == "message_start":
                             message = event.message
-                            start_usage = _dict(message.usage)
+                            start_usage = as_raw_usage(getattr(message, "usage", None))
                             model = message.model or model
                             response_id = message.id
                         elif kind == "content_block_start":
@@ -361,7 +359,7 @@ class AnthropicBackend:
                                 on_text(text)
                         elif kind == "message_delta":
                             stop_raw = event.delta.stop_reason or stop_raw
-                            delta_usage = _dict(event.usage)
+                            delta_usage = as_raw_usage(getattr(event, "usage", None))
                     tracked.check()
             except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
                 error = stream_error(exc, where=where, request_id=request_id, partial_usage=start_usage)
@@ -369,14 +367,8 @@ class AnthropicBackend:
                     raise
                 raise error from exc
         latency = timer.elapsed()
-        if not start_usage and not delta_usage:
-            raise CallError(f"{where}: the stream ended without usage (no message_start)", kind="bad_response",
-                            request_id=request_id)
-        raw_usage = merge_anthropic_stream(start_usage, delta_usage)
-        try:
-            usage = from_anthropic(raw_usage)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
+        raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return CallResult(
             assistant=collected.message(),
             usage=usage,

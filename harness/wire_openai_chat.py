@@ -51,7 +51,7 @@ from hitrate.projection.transcript import (
 )
 from hitrate.store import normalize
 from hitrate.store.prices import PriceTable
-from hitrate.store.usage import Usage, UsageFormatError
+from hitrate.store.usage import Usage
 
 API = "openai_chat"
 # Blocks of one user turn are joined with a blank line when content is a plain string.
@@ -168,8 +168,8 @@ def normalize_usage(raw: dict[str, Any], quirks: Quirks, model: str, timings: di
             writes_billed = entry.writes_billed
         else:
             # A model the price table does not know: trust the payload about billed writes.
-            details = raw.get("prompt_tokens_details") or {}
-            writes_billed = bool(details.get("cache_write_tokens"))
+            details = raw.get("prompt_tokens_details")
+            writes_billed = isinstance(details, dict) and bool(details.get("cache_write_tokens"))
         return normalize.from_openai_chat(raw, writes_billed=writes_billed)
     return normalize.from_openai_compatible(raw, timings=timings)
 
@@ -288,7 +288,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
                         model = chunk.model or model
                         extra = chunk.model_extra or {}
                         if chunk.usage is not None:
-                            raw_usage = chunk.usage.to_dict(mode="json")
+                            raw_usage = normalize.as_raw_usage(chunk.usage)
                         if isinstance(extra.get("timings"), dict):
                             timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
                         for choice in chunk.choices:
@@ -303,10 +303,8 @@ class OpenAIChatBackend(OpenAIClientBackend):
                     raise
                 raise error from exc
         latency = timer.elapsed()
-        try:
-            usage = normalize_usage(raw_usage, self.quirks, model, timings)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        # The store never raises on a usage payload: contradictions come back flagged in the usage.
+        usage = normalize_usage(raw_usage, self.quirks, model, timings)
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
         return CallResult(

@@ -61,7 +61,7 @@ from hitrate.projection.transcript import (
 )
 from hitrate.store import normalize
 from hitrate.store.prices import PriceTable
-from hitrate.store.usage import Usage, UsageFormatError
+from hitrate.store.usage import Usage
 
 API = "openai_responses"
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -188,8 +188,8 @@ def normalize_usage(raw: dict[str, Any], model: str, requested_model: str | None
         writes_billed = entry.writes_billed
     else:
         # A model the price table does not know: trust the payload about billed writes.
-        details = raw.get("input_tokens_details") or {}
-        writes_billed = bool(details.get("cache_write_tokens"))
+        details = raw.get("input_tokens_details")
+        writes_billed = isinstance(details, dict) and bool(details.get("cache_write_tokens"))
     return normalize.from_openai_responses(raw, writes_billed=writes_billed)
 
 
@@ -403,7 +403,7 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             except (CallError, openai.OpenAIError, httpx2.TransportError) as exc:
                 if include and _refuses_encrypted_reasoning(exc):
                     raise _EncryptedReasoningRefused() from exc
-                partial = (final or {}).get("usage") or None
+                partial = normalize.as_raw_usage((final or {}).get("usage")) or None
                 error = stream_error(exc, where=where, request_id=request_id, partial_usage=partial)
                 if error is exc:
                     raise
@@ -415,11 +415,9 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             )
         model = final.get("model") or model
         response_id = final.get("id") or response_id
-        raw_usage = final.get("usage") or {}
-        try:
-            usage = normalize_usage(raw_usage, model, prompt.model)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        # The store never raises on a usage payload: contradictions come back flagged in the usage.
+        raw_usage = normalize.as_raw_usage(final.get("usage"))
+        usage = normalize_usage(raw_usage, model, prompt.model)
         blocks = [b for item in output.items(final.get("output") or []) for b in _blocks(item)]
         status = final.get("status")
         reason = (final.get("incomplete_details") or {}).get("reason")
