@@ -156,6 +156,9 @@ class UsageTotals(BaseModel):
     failed_calls: int = 0
     """Calls that ended in an error (included in `calls`; their missing buckets are not counted
     in `unknown`, which is about successful calls that did not report a bucket)."""
+    flagged_calls: int = 0
+    """Calls whose usage payload held a contradiction, stored with its best reading and flags
+    (`Usage.flags`; `hitrate ledger --flagged` lists them)."""
 
     @property
     def cache_write_total(self) -> int:
@@ -171,8 +174,10 @@ def aggregate(calls: Iterable[tuple[Usage, float | None]]) -> UsageTotals:
     with_read = with_hit = 0
     cost_sum = 0.0
     priced = 0
+    flagged = 0
     for usage, call_cost in calls:
         n += 1
+        flagged += usage.flagged
         for bucket in BUCKETS:
             value = getattr(usage, bucket)
             if value is None:
@@ -197,4 +202,5 @@ def aggregate(calls: Iterable[tuple[Usage, float | None]]) -> UsageTotals:
         calls_with_hit_share=with_hit / with_read if with_read else None,
         cost_usd=cost_sum if priced else None,
         unpriced_calls=n - priced,
+        flagged_calls=flagged,
     )

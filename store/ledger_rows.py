@@ -95,6 +95,7 @@ _SUMMARY_SELECT = ", ".join(
         # A failed call reports no buckets; it is counted as failed, not as unknown in each bucket.
         *(f"COALESCE(SUM(error IS NULL AND {b} IS NULL), 0) AS unknown_{b}" for b in BUCKETS),
         "COUNT(error) AS failed",
+        "COUNT(usage_flags) AS flagged",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN cache_read END) AS ratio_read",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN {_PROMPT_SUM} END) AS ratio_prompt",
         "COUNT(cache_read) AS with_read",
@@ -118,6 +119,7 @@ def _totals_from_row(row: dict[str, Any]) -> UsageTotals:
         cost_usd=float(row["cost"]) if row["priced"] else None,
         unpriced_calls=calls - int(row["priced"]),
         failed_calls=int(row["failed"]),
+        flagged_calls=int(row["flagged"]),
     )
 
 
