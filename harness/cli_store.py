@@ -239,6 +239,10 @@ def _tier_notes(entry: ModelPrice, schedule: PriceSchedule) -> str:
         parts.append("writes free")
     if schedule.effective_until is not None:
         parts.append(f"no price after {schedule.effective_until.isoformat()}")
+    for field, modifiers in (("geo", schedule.inference_geo), ("speed", schedule.speed)):
+        parts.extend(f"{field} {value} x{m.multiplier:g}" for value, m in modifiers.items())
+    parts.extend(f"{name.removesuffix('_requests').replace('_', ' ')} ${fee.usd_per_request:g}/request"
+                 for name, fee in schedule.server_tools.items() if fee.usd_per_request)
     return "; ".join(parts) or "-"
 
 

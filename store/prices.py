@@ -116,6 +116,34 @@ class PeakHours(BaseModel):
         return any(_parse_hhmm(s) <= now < _parse_hhmm(e) for s, e in self.windows_utc)
 
 
+class PriceModifier(BaseModel):
+    """A multiplier on every token rate of a request (input, writes, reads, output), applied when the
+    provider's usage says the request ran that way (Anthropic `usage.inference_geo: "us"`,
+    `usage.speed: "fast"`). It stacks with the tier rates and the cache multipliers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    multiplier: float = Field(gt=0)
+    source: str
+    """URL of the page that states it."""
+    as_of: date
+    """When it was seen at the source."""
+    confirmed: bool = True
+    """False when the only source is third-party."""
+    note: str = ""
+
+
+class RequestFee(BaseModel):
+    """A fee per server-side tool request, billed on top of the tokens (Anthropic web search)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    usd_per_request: float = Field(ge=0)
+    source: str
+    as_of: date
+    note: str = ""
+
+
 class PriceSchedule(BaseModel):
     """The prices of one model over a span of dates, with where and when they were seen."""
 
@@ -134,6 +162,14 @@ class PriceSchedule(BaseModel):
     note: str = ""
     tiers: list[Tier]
     peak: PeakHours | None = None
+    inference_geo: dict[str, PriceModifier] = {}
+    """Rate multipliers by the geography the usage reports (the default geography, e.g. "global",
+    is the plain rates and is not listed). A reported geography that is not listed leaves the call
+    unpriced rather than guessed."""
+    speed: dict[str, PriceModifier] = {}
+    """Rate multipliers by the speed the usage reports ("standard" is the plain rates)."""
+    server_tools: dict[str, RequestFee] = {}
+    """Fees per server-tool request, keyed by the `Usage` count they bill (`web_search_requests`)."""
 
     @field_validator("tiers")
     @classmethod
