@@ -90,7 +90,7 @@ class PeakHours(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     windows_utc: list[tuple[str, str]]
-    """Half-open [start, end) windows as "HH:MM" in UTC."""
+    """Half-open [start, end) windows as "HH:MM" in UTC ("24:00" ends one at midnight)."""
     weekdays_only: bool = True
     """Peak applies Monday to Friday only."""
     excluded_dates: list[date] = []
@@ -413,11 +413,14 @@ def _require_aware(at: datetime) -> datetime:
 
 
 def _parse_hhmm(text: str) -> time:
+    # "24:00" ends a window at midnight: the last instant of the day is still inside it.
+    if text == "24:00":
+        return time.max
     try:
         hours, minutes = text.split(":")
         return time(int(hours), int(minutes))
     except ValueError as exc:
-        raise ValueError(f"bad time {text!r}, expected HH:MM") from exc
+        raise ValueError(f"bad time {text!r}, expected HH:MM or 24:00") from exc
 
 
 def _short_tokens(n: int) -> str:
