@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from hitrate.store.normalize_anthropic import anthropic_stream_usage, from_anthropic, merge_anthropic_stream
 from hitrate.store.usage import WRITE_BUCKETS, Usage
-from hitrate.store.usage_reader import UsageReader
+from hitrate.store.usage_reader import UNREADABLE_KEY, UsageReader
 
 OpenAIWriteTTL = Literal["30m", "12h"]
 
@@ -50,7 +50,7 @@ def as_raw_usage(payload: Any) -> dict[str, Any]:
     """A usage payload as the JSON object a ledger row stores, whatever arrived: a dict as is, an
     SDK object as its JSON dump (extra fields kept), nothing as {}, and anything else (a list, a
     string, an object that cannot be dumped) under "unreadable_usage", so the raw payload is never
-    dropped and never makes the call fail."""
+    dropped and never makes the call fail; the normalizers flag such a payload."""
     if payload is None:
         return {}
     if isinstance(payload, Mapping):
@@ -63,14 +63,14 @@ def as_raw_usage(payload: Any) -> dict[str, Any]:
         else:
             dumped = payload
     except Exception:  # a half-built SDK object must not cost the call its row
-        return {"unreadable_usage": repr(payload)}
+        return {UNREADABLE_KEY: repr(payload)}
     if isinstance(dumped, Mapping):
         return dict(dumped)
     try:
         json.dumps(dumped)
-        return {"unreadable_usage": dumped}
+        return {UNREADABLE_KEY: dumped}
     except (TypeError, ValueError):
-        return {"unreadable_usage": repr(dumped)}
+        return {UNREADABLE_KEY: repr(dumped)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,6 +87,10 @@ def from_openai_chat(usage: Mapping[str, Any] | Any, *, writes_billed: bool, wri
     subset of `prompt_tokens` (`writes_billed=True`). Pass the model's flag from the price table
     (`PriceTable.writes_billed(model)`). Chat usage does not split writes by TTL, so they are
     booked under `write_ttl`, the retention the request asked for (`prompt_cache_options.ttl`).
+
+    An absent `cached_tokens` stays unknown: OpenAI's prompt-caching guide says every request shows
+    the field, zero when nothing was cached (even below the 1,024-token minimum), so a usage block
+    without it comes from a server that does not follow that contract, and 0 would be a guess.
     """
     _check_ttl(write_ttl)
     r = UsageReader("OpenAI chat")

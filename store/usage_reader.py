@@ -37,6 +37,9 @@ from pydantic import ValidationError
 
 from hitrate.store.usage import Usage
 
+UNREADABLE_KEY = "unreadable_usage"
+"""Where `hitrate.store.normalize.as_raw_usage` keeps a usage payload that was not a JSON object."""
+
 
 class UsageReader:
     """Collects the flags of one payload while its fields are read."""
@@ -61,6 +64,9 @@ class UsageReader:
         if not isinstance(payload, Mapping):
             self.flag("usage_not_object", f"{what} is {type(payload).__name__}, not a JSON object")
             return None
+        if UNREADABLE_KEY in payload:
+            # What `as_raw_usage` stored for a payload that was not an object.
+            self.flag("usage_not_object", f"{what} arrived as {payload[UNREADABLE_KEY]!r}, not a JSON object")
         return payload
 
     def sub(self, u: Mapping[str, Any], key: str) -> Mapping[str, Any]:
