@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 
 from hitrate.harness.session import Session
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.canonical import TokenCounter, canonical_json, chain_hash, estimate_tokens
 from hitrate.projection.docs import ProjectDoc, render_docs
 from hitrate.projection.project import SystemPrompt, check_request
@@ -69,7 +69,7 @@ class NaiveAssembler:
 
     def __init__(
         self,
-        rules: ProviderRules,
+        rules: CacheRules,
         *,
         session_id: str | None = None,
         clock: Clock = _utc_now,
@@ -118,7 +118,7 @@ class NaiveAssembler:
         transcript: Transcript,
         docs: Sequence[ProjectDoc] | str = (),
         context: Mapping[str, str] | None = None,
-        rules: ProviderRules | None = None,
+        rules: CacheRules | None = None,
         epoch_reason: str | None = None,
     ) -> Prompt:
         """The next request in the naive layout; same arguments as `Projector.project`."""

@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.projection.breakpoints import ProviderRules, plan_breakpoints
+from hitrate.projection.breakpoints import plan_breakpoints
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.canonical import TokenCounter, canonical_json, estimate_tokens
 from hitrate.projection.context import context_delta
 from hitrate.projection.docs import ProjectDoc, render_docs
@@ -103,7 +104,7 @@ class Projector:
 
     def __init__(
         self,
-        rules: ProviderRules,
+        rules: CacheRules,
         *,
         session_id: str | None = None,
         token_counter: TokenCounter = estimate_tokens,
@@ -269,7 +270,7 @@ class Projector:
         transcript: Transcript,
         docs: Sequence[ProjectDoc] | str = (),
         context: Mapping[str, str] | None = None,
-        rules: ProviderRules | None = None,
+        rules: CacheRules | None = None,
         epoch_reason: str | None = None,
     ) -> Prompt:
         """The next request. `context` is the full current dynamic context; only its changes since the
@@ -344,7 +345,7 @@ def canonical_json_or_repr(value: Any) -> str:
 
 def project(
     *,
-    rules: ProviderRules,
+    rules: CacheRules,
     model: str,
     tools: Sequence[ToolSpec],
     system: SystemPrompt | str,
