@@ -8,7 +8,7 @@ from typing import Any
 from hitrate.harness.models import parse_model_spec
 from hitrate.harness.router import Route
 from hitrate.harness.wire_types import CallResult
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock
 from hitrate.store.usage import WRITE_BUCKETS, Usage
@@ -74,7 +74,7 @@ class ScriptedBackend:
         )
 
 
-def scripted_route(script: list[Any], model: str = "scripted", rules: ProviderRules | None = None) -> Route:
+def scripted_route(script: list[Any], model: str = "scripted", rules: CacheRules | None = None) -> Route:
     spec = parse_model_spec(f"openai-compat/{model}@http://127.0.0.1:9/v1", env={})
-    rules = rules or ProviderRules(family="openai_compat")
+    rules = rules or CacheRules(family="openai_compat")
     return Route(spec=spec, backend=ScriptedBackend(script, model), rules=rules, explain_rules=rules)

@@ -14,13 +14,13 @@ from hitrate.harness.events import CallRecorded, EpochStarted, EventList, TextDe
 from hitrate.harness.resume import SessionNotResumable, last_model_spec, load_session, resumable_sessions
 from hitrate.harness.session import NO_REPLY_NOTE, Session
 from hitrate.harness.transcript_log import read_transcript
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import AssistantMessage, UserMessage
 
 T0 = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
 # An automatic prefix cache with a 5-minute lifetime that routes on prompt_cache_key (OpenAI's).
-RULES = ProviderRules(family="openai_implicit")
+RULES = CacheRules(family="openai_implicit")
 LIMITS = AgentLimits(show_budget=False)
 
 
