@@ -25,7 +25,7 @@ from hitrate.harness.session import Session, SessionConfig  # noqa: E402
 from hitrate.harness.wire_anthropic import AnthropicBackend  # noqa: E402
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend  # noqa: E402
 from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend  # noqa: E402
-from hitrate.projection.breakpoints import ProviderRules  # noqa: E402
+from hitrate.projection.caching import CacheRules  # noqa: E402
 from hitrate.store.ledger import Ledger  # noqa: E402
 from hitrate.store.normalize import from_anthropic  # noqa: E402
 
@@ -52,7 +52,7 @@ def _run(route: Route, workspace: Path, ledger_path: Path):
 
 
 def _route(spec: str, backend: Any, family: str) -> Route:
-    rules = ProviderRules(family=family)
+    rules = CacheRules(family=family)
     return Route(spec=parse_model_spec(spec, env={}), backend=backend, rules=rules, explain_rules=rules)
 
 
