@@ -36,8 +36,10 @@ def from_anthropic(usage: Mapping[str, Any] | Any, *, absent_cache_means_zero: b
 
     Compaction (`compact-2026-01-12` beta): the top-level counts exclude `usage.iterations` entries
     of type "compaction" (SDK `BetaIterationsUsage`: "A `compaction` entry's tokens are not included
-    in the top-level `usage` fields"), so they are added to the buckets; "message" entries are the
-    turns already in the top-level counts.
+    in the top-level `usage` fields"; the compaction guide's example bills 180,000 + 23,000 input),
+    so they are added to the buckets; "message" entries are the turns already in the top-level
+    counts. Sources: platform.claude.com/docs/en/build-with-claude/compaction and anthropic-sdk-python
+    2.15 `types/beta/beta_iterations_usage.py`, both seen 2026-12-01.
     """
     r = UsageReader("Anthropic")
     u = r.mapping(usage, "usage")

@@ -50,6 +50,13 @@ def test_prices_table_shows_rates_tiers_date_and_source(app: typer.Typer) -> Non
     assert "claude-opus-5" not in result.output
 
 
+def test_prices_show_geography_speed_and_web_search_fee(app: typer.Typer) -> None:
+    result = runner.invoke(app, ["prices", "--model", "opus-5-5"], env=WIDE)
+    note = next(line for line in result.output.splitlines() if line.startswith("[1] claude-opus-5-5:"))
+    assert "geo us x1.1" in note and "speed fast x2" in note and "web search $0.01/request" in note
+    assert "web fetch" not in note  # free: nothing to show
+
+
 def test_prices_shows_peak_hours_and_openai_write_classes(app: typer.Typer) -> None:
     deepseek = runner.invoke(app, ["prices", "-m", "deepseek-flash"], env=WIDE)
     assert "peak 01:00-04:00, 06:00-10:00 UTC weekdays: in 0.3 out 1.2 read 0.006" in deepseek.output
