@@ -196,9 +196,15 @@ def anthropic_stream_usage(
     message_start_usage: Mapping[str, Any] | Any, message_delta_usage: Mapping[str, Any] | Any
 ) -> tuple[dict[str, Any], Usage]:
     """The raw usage to store and its reading for one stream: `merge_anthropic_stream` then
-    `from_anthropic`. A stream that reported no usage at all gives every bucket unknown, flagged
-    `usage_missing`, rather than losing the call."""
+    `from_anthropic`. When the delta's prompt counts replaced different ones from `message_start`
+    (the documented web-search stream: input 2,679 at the start, 10,682 at the end), the start's
+    usage is kept as received under "message_start", so the row shows both. A stream that reported
+    no usage at all gives every bucket unknown, flagged `usage_missing`, rather than losing the call."""
     merged = merge_anthropic_stream(message_start_usage, message_delta_usage)
     if not merged:
         return merged, Usage(flags=("usage_missing: Anthropic: the stream carried no usage in message_start or message_delta",))
-    return merged, from_anthropic(merged)
+    usage = from_anthropic(merged)
+    start = _as_dict(message_start_usage)
+    if any(start.get(key) != merged.get(key) for key in (*_PROMPT_COUNTS, "cache_creation") if key in start):
+        merged = {**merged, "message_start": start}
+    return merged, usage

@@ -33,6 +33,7 @@ def test_anthropic_web_search_stream_from_the_streaming_docs() -> None:
              "server_tool_use": {"web_search_requests": 1}}
     raw, usage = anthropic_stream_usage(start, delta)
     assert raw["input_tokens"] == 10682 and raw["server_tool_use"] == {"web_search_requests": 1}
+    assert raw["message_start"] == start  # both events' counts stay on the row
     assert buckets(usage) == (10682, 0, 0, 0, 510) and usage.web_search_requests == 1 and not usage.flags
     priced = cost(usage, "claude-sonnet-4-6", AT, TABLE)
     # 10,682 x $3 + 510 x $15 per MTok + 1 search x $10 / 1,000
