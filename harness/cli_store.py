@@ -239,6 +239,7 @@ def _tier_notes(entry: ModelPrice, schedule: PriceSchedule) -> str:
         parts.append("writes free")
     if schedule.effective_until is not None:
         parts.append(f"no price after {schedule.effective_until.isoformat()}")
+    parts.extend(f"{name}: {_rates(levels[0])}" for name, levels in schedule.service_tiers.items())
     for field, modifiers in (("geo", schedule.inference_geo), ("speed", schedule.speed)):
         parts.extend(f"{field} {value} x{m.multiplier:g}" for value, m in modifiers.items())
     parts.extend(f"{name.removesuffix('_requests').replace('_', ' ')} ${fee.usd_per_request:g}/request"

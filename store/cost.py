@@ -83,7 +83,7 @@ def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None
     guessed price."""
     table = table or PriceTable.default()
     try:
-        selection = table.rates_for(model, at, usage.prompt_tokens)
+        selection = table.rates_for(model, at, usage.prompt_tokens, usage.service_tier)
     except (UnknownModelError, PriceError) as exc:
         return CostBreakdown(model=model, price_snapshot_id=table.id, unpriced_reason=str(exc))
 

@@ -32,6 +32,7 @@ def _call_row(call: CallRecord) -> dict[str, Any]:
         "web_fetch_requests": usage.web_fetch_requests,
         "inference_geo": usage.inference_geo,
         "speed": usage.speed,
+        "service_tier": usage.service_tier,
         "usage_flags": json.dumps(list(usage.flags), ensure_ascii=False) if usage.flags else None,
         "raw_usage": _dumps(call.raw_usage) if call.raw_usage is not None else None,
         "price_snapshot_id": call.price_snapshot_id,

@@ -33,6 +33,7 @@ USAGE_EXTRA_COLUMNS: dict[str, type] = {
     "web_fetch_requests": int,
     "inference_geo": str,
     "speed": str,
+    "service_tier": str,
     "usage_flags": str,
 }
 

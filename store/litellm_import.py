@@ -20,9 +20,12 @@ Field mapping:
   `speed: "fast"` multiplier.
 - Anthropic `search_context_cost_per_query`: the per-request web search fee (Anthropic has one
   price whatever the context size; differing sizes are not mapped).
-Not mapped, because a `Usage` does not say which service tier billed it: `_batches`, `_flex`,
-`_priority`, `_ultrafast`, `_decisions` variants; nor audio / image rates. What the file lacks,
-the import cannot add: Gemini storage rent, price history.
+- `*_batches`, `*_priority`, `*_flex` (long-context `*_above_{N}k_tokens_<tier>` included): the
+  rates of the "batch", "priority" and "flex" service tiers, chosen by the `service_tier` a usage
+  reports. A rate the file does not give for a service tier stays unknown there (no guessing from
+  the standard rate).
+Not mapped: `_ultrafast` and `_decisions` variants (no usage field names them) and audio / image
+rates. What the file lacks, the import cannot add: Gemini storage rent, price history.
 """
 
 from __future__ import annotations
@@ -136,6 +139,9 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
     for threshold, fields in sorted(_tier_fields(entry, field_names).items()):
         tiers.append(Tier(above_prompt_tokens=threshold, **{**base_fields, **fields}))
 
+    service_tiers = {
+        name: levels for suffix, name in _SERVICE_TIERS.items() if (levels := _service_tier_levels(entry, field_names, suffix))
+    }
     notes = []
     tiers, peak, peak_note = _off_peak(entry, tiers, field_names)
     if peak_note:
@@ -165,10 +171,35 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
                 note="imported from LiteLLM model_prices_and_context_window.json",
                 tiers=tiers,
                 peak=peak,
+                service_tiers=service_tiers,
+                service_tiers_source=f"{source} (*_batches / *_priority / *_flex)" if service_tiers else "",
                 **(_anthropic_extras(entry, as_of=as_of, source=source) if provider == "anthropic" else {}),
             )
         ],
     )
+
+
+_SERVICE_TIERS = {"batches": "batch", "priority": "priority", "flex": "flex"}
+"""LiteLLM's key suffix -> the service tier name a usage reports."""
+
+
+def _service_tier_levels(entry: Mapping[str, Any], field_names: Mapping[str, str], suffix: str) -> list[Tier]:
+    """The tiers of one service tier, or [] when the file lacks its input or output rate."""
+    base = {field: _per_mtok(entry.get(f"{key}_{suffix}")) for key, field in field_names.items()}
+    if base.get("input") is None or base.get("output") is None:
+        return []
+    levels = [Tier(above_prompt_tokens=0, **base)]
+    pattern = re.compile(rf"^(?P<field>.+)_above_(?P<k>\d+)k_tokens_{suffix}$")
+    by_threshold: dict[int, dict[str, float | None]] = {}
+    for key, value in entry.items():
+        match = pattern.match(key)
+        field = field_names.get(match.group("field")) if match else None
+        rate = _per_mtok(value)
+        if match and field is not None and rate is not None:
+            by_threshold.setdefault(int(match.group("k")) * 1000, {})[field] = rate
+    for threshold, fields in sorted(by_threshold.items()):
+        levels.append(Tier(above_prompt_tokens=threshold, **{**base, **fields}))
+    return levels
 
 
 def _anthropic_extras(entry: Mapping[str, Any], *, as_of: date, source: str) -> dict[str, Any]:

@@ -77,6 +77,7 @@ def from_anthropic(usage: Mapping[str, Any] | Any, *, absent_cache_means_zero: b
         web_fetch_requests=fetch if fetch is not None else absent_tools,
         inference_geo=r.text(u, "inference_geo"),
         speed=r.text(u, "speed"),
+        service_tier=r.text(u, "service_tier"),
     )
 
 

@@ -18,7 +18,7 @@ visible in sums and ratios. A 0 means the provider's contract makes the count kn
 
 Besides tokens, a call can carry charges that are not token buckets: per-request server-tool fees
 (`web_search_requests`) and price modifiers the provider reports it applied (`inference_geo`,
-`speed`). `flags` names every contradiction the payload held and how it was read: a call is never
+`speed`, `service_tier`). `flags` names every contradiction the payload held and how it was read: a call is never
 lost to its usage, it is stored with the best reading and the flag that says what was surprising.
 """
 
@@ -89,6 +89,9 @@ class Usage(BaseModel):
     """Where the provider says inference ran (Anthropic `usage.inference_geo`: "global", "us")."""
     speed: str | None = None
     """The speed the provider says the call ran at (Anthropic `usage.speed`: "standard", "fast")."""
+    service_tier: str | None = None
+    """The service tier the provider says billed the call (Anthropic `usage.service_tier`:
+    "standard", "priority", "batch")."""
     flags: tuple[str, ...] = ()
     """Contradictions or surprises in the provider's payload, each "code: detail", with how the
     buckets above were read despite them. Empty for a payload that held together."""

@@ -120,3 +120,12 @@ def test_openai_55_reporting_cache_writes_is_billed_by_the_price_table() -> None
     assert usage.flag_codes() == ["unexpected_cache_write_tokens"]
     # gpt-5.5: $5 in, $0.50 read, $30 out per MTok
     assert cost(usage, "gpt-5.5", AT, TABLE).total == pytest.approx(0.00043 + 0.00096 + 0.009, abs=CENT_FRACTION)
+
+
+def test_anthropic_batch_results_are_billed_at_half_price() -> None:
+    # Batch API: 50% of standard prices, cache multipliers on top; the usage names the tier.
+    usage = from_anthropic({"input_tokens": 21, "cache_creation_input_tokens": 188086, "cache_read_input_tokens": 0,
+                            "output_tokens": 393, "service_tier": "batch"})
+    assert usage.service_tier == "batch"
+    # Request 1 of the prompt-caching guide at Opus 5 prices ($1.185467 standard), halved.
+    assert cost(usage, "claude-opus-5", AT, TABLE).total == pytest.approx(1.1854675 / 2, abs=CENT_FRACTION)

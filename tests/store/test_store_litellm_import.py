@@ -95,6 +95,29 @@ def test_off_peak_prices_a_call_by_its_time(imported: PriceTable) -> None:
     assert peak.total == pytest.approx(2 * off.total, abs=1e-12) and weekend.total == off.total
 
 
+def test_service_tiers_are_kept_and_price_by_the_reported_tier(imported: PriceTable) -> None:
+    from hitrate.store.cost import cost
+    from hitrate.store.normalize import from_anthropic, from_openai_responses
+
+    gpt = imported.lookup("gpt-5.6").current.service_tiers
+    assert sorted(gpt) == ["batch", "flex", "priority"]
+    assert [(t.above_prompt_tokens, t.input, t.output, t.write_30m, t.write_12h, t.read) for t in gpt["priority"]] == [
+        (0, 8, 40, 10, 20, 0.8), (272_000, 16, 60, 20, 40, 1.6)]
+    usage = from_anthropic({"input_tokens": 1000, "output_tokens": 100, "service_tier": "batch"})
+    assert cost(usage, "claude-opus-5-5", WHEN, imported).total == pytest.approx((1000 * 2 + 100 * 10) / 1e6, abs=1e-12)
+    # The haiku entry has no 1h batch rate: a batch call that wrote 1h entries is unpriced, not guessed.
+    one_hour = from_anthropic({"input_tokens": 10, "output_tokens": 1, "service_tier": "batch", "cache_creation_input_tokens": 50,
+                               "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 50}})
+    assert cost(one_hour, "claude-haiku-5-5", WHEN, imported).total is None
+    # Anthropic priority tier prices are contractual: not listed, so unpriced with the reason.
+    priority = cost(usage.model_copy(update={"service_tier": "priority"}), "claude-opus-5-5", WHEN, imported)
+    assert priority.total is None and "service_tier='priority'" in (priority.unpriced_reason or "")
+    # "standard" is the list prices.
+    standard = cost(usage.model_copy(update={"service_tier": "standard"}), "claude-opus-5-5", WHEN, imported)
+    assert standard.total == pytest.approx((1000 * 4 + 100 * 20) / 1e6, abs=1e-12)
+    assert from_openai_responses({"input_tokens": 1, "output_tokens": 1}, writes_billed=True).service_tier is None
+
+
 def test_anthropic_geo_speed_and_web_search_fee(imported: PriceTable) -> None:
     opus = imported.lookup("claude-opus-5-5").current
     assert opus.inference_geo["us"].multiplier == 1.1 and opus.speed["fast"].multiplier == 2
@@ -159,6 +182,15 @@ def test_shipped_snapshot_agrees_with_litellm(imported: PriceTable) -> None:
         for kind in ("inference_geo", "speed"):
             for value, modifier in getattr(their_schedule, kind).items():
                 assert getattr(our_schedule, kind)[value].multiplier == modifier.multiplier, (theirs.model, kind)
+        for tier_name, their_levels in their_schedule.service_tiers.items():
+            if ours.provider != "anthropic":
+                continue  # the shipped table keeps service tiers for Anthropic only
+            our_levels = our_schedule.service_tiers[tier_name]
+            assert [t.above_prompt_tokens for t in our_levels] == [t.above_prompt_tokens for t in their_levels], theirs.model
+            for our_level, their_level in zip(our_levels, their_levels, strict=True):
+                for f in fields:  # LiteLLM leaves some batch rates out; those it gives must agree
+                    if getattr(their_level, f) is not None:
+                        assert getattr(our_level, f) == getattr(their_level, f), (theirs.model, tier_name, f)
         for tool, fee in their_schedule.server_tools.items():
             assert our_schedule.server_tools[tool].usd_per_request == fee.usd_per_request, theirs.model
         assert ours.writes_billed == theirs.writes_billed, theirs.model
