@@ -160,7 +160,8 @@ def merge_anthropic_stream(
       ends) send the whole prompt as `input_tokens` in `message_start` and the exact split in the
       delta: the delta must win, or cached tokens would be counted as fresh input;
     - some proxies send `0` placeholders for the prompt counts in the delta: a delta whose prompt
-      counts are all zero or absent says nothing, and the start's counts stand.
+      counts are all zero or absent says nothing, and the start's counts stand (a count the start
+      did not send is still taken from the delta, so nothing that arrived is dropped).
     A payload that is not an object counts as empty here; `from_anthropic` flags what it cannot read.
     """
     start = _as_dict(message_start_usage)
@@ -172,7 +173,7 @@ def merge_anthropic_stream(
     for key, value in delta.items():
         if value is None:
             continue
-        if (key in _PROMPT_COUNTS or key == "cache_creation") and delta_prompt_total == 0:
+        if (key in _PROMPT_COUNTS or key == "cache_creation") and delta_prompt_total == 0 and start.get(key) is not None:
             continue  # a placeholder prompt split: keep message_start's
         if isinstance(value, Mapping):
             inner = dict(merged[key]) if isinstance(merged.get(key), Mapping) else {}
