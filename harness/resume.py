@@ -81,15 +81,6 @@ def spec_labels(specs: Sequence[str | None]) -> dict[str, str]:
     return labels
 
 
-def last_model_spec(ledger: Ledger, session_id: str) -> str | None:
-    """The model spec a stored session last used; None when unknown or there is no such session."""
-    try:
-        stored = load_session(ledger, session_id)
-    except (SessionNotResumable, StoredTranscriptError):
-        return None
-    return stored.stored.model_spec or stored.record.model_spec
-
-
 @dataclass(frozen=True)
 class PreviousRequest:
     """The last request that returned, to explain the next one's cache outcome against."""

@@ -52,11 +52,6 @@ def _last_markable(sections: Sequence[Section], start: int, stop: int = -1) -> t
     return None
 
 
-def head_mark_target(sections: Sequence[Section]) -> tuple[int, int] | None:
-    """The last markable block of the static head (docs, else system, else the last tool)."""
-    return _last_markable(sections, 2)
-
-
 def _answered_user_message(messages: Sequence[Message], mi: int | None) -> bool:
     return (
         mi is not None
