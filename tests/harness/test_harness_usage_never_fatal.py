@@ -5,7 +5,6 @@ the row keeps the raw payload, the best reading of the buckets and the flags."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +13,18 @@ from fake_llm_server import FakeLLMServer, Reply
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
+from usage_payloads import ANTHROPIC, DEEPSEEK, OPENAI_CHAT, OPENAI_RESPONSES, payload
 
-from usage_payloads import ANTHROPIC, DEEPSEEK, OPENAI_CHAT, OPENAI_RESPONSES, payload  # noqa: E402
-
-from hitrate.harness.agent import Agent  # noqa: E402
-from hitrate.harness.models import Quirks, parse_model_spec  # noqa: E402
-from hitrate.harness.router import Route  # noqa: E402
-from hitrate.harness.session import Session, SessionConfig  # noqa: E402
-from hitrate.harness.wire_anthropic import AnthropicBackend  # noqa: E402
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend  # noqa: E402
-from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend  # noqa: E402
-from hitrate.projection.caching import CacheRules  # noqa: E402
-from hitrate.store.ledger import Ledger  # noqa: E402
-from hitrate.store.normalize import from_anthropic  # noqa: E402
+from hitrate.harness.agent import Agent
+from hitrate.harness.models import Quirks, parse_model_spec
+from hitrate.harness.router import Route
+from hitrate.harness.session import Session, SessionConfig
+from hitrate.harness.wire_anthropic import AnthropicBackend
+from hitrate.harness.wire_openai_chat import OpenAIChatBackend
+from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
+from hitrate.projection.caching import CacheRules
+from hitrate.store.ledger import Ledger
+from hitrate.store.normalize import from_anthropic
 
 # The SDKs warn while serialising the wrong-typed fields these tests send on purpose.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -5,7 +5,6 @@ raw payload and the flags as they were."""
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -13,13 +12,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
+from usage_payloads import ANTHROPIC, DEEPSEEK, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES, payload
 
-from usage_payloads import ANTHROPIC, DEEPSEEK, GEMINI, OPENAI_CHAT, OPENAI_RESPONSES, payload  # noqa: E402
-
-from hitrate.store.cost import cost  # noqa: E402
-from hitrate.store.ledger import Ledger  # noqa: E402
-from hitrate.store.normalize import (  # noqa: E402
+from hitrate.store.cost import cost
+from hitrate.store.ledger import Ledger
+from hitrate.store.normalize import (
     anthropic_stream_usage,
     as_raw_usage,
     from_anthropic,
@@ -30,9 +27,9 @@ from hitrate.store.normalize import (  # noqa: E402
     from_openai_compatible,
     from_openai_responses,
 )
-from hitrate.store.prices import PriceTable  # noqa: E402
-from hitrate.store.records import CallRecord  # noqa: E402
-from hitrate.store.usage import BUCKETS, Usage  # noqa: E402
+from hitrate.store.prices import PriceTable
+from hitrate.store.records import CallRecord
+from hitrate.store.usage import BUCKETS, Usage
 
 AT = datetime(2026, 11, 20, 3, tzinfo=timezone.utc)
 TABLE = PriceTable.default()
