@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from hitrate.harness.models import parse_model_spec
 from hitrate.harness.router import Route, Router, rules_for
@@ -37,7 +37,15 @@ COMPAT_URL = "http://127.0.0.1:9/v1"
 class ScriptedModel:
     """A fixed list of replies behind a cache that follows `rules`."""
 
-    def __init__(self, script: list[Any], model: str = "scripted", *, wire: str = "openai_chat", rules: CacheRules | None = None) -> None:
+    def __init__(
+        self,
+        script: list[Any],
+        model: str = "scripted",
+        *,
+        wire: str = "openai_chat",
+        rules: CacheRules | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
         self.script = list(script)
         self.model = model
         self.wire = wire
@@ -46,6 +54,8 @@ class ScriptedModel:
         self._family = family_for(self.rules)
         self._cache = self._family.cache()
         self.prompts: list[Prompt] = []
+        self.clock = clock
+        """When each call reaches the provider's cache (a test passes the session's clock)."""
         self.closed = False
         self.waiting = threading.Event()
         """Set while a gated call waits (tests wait for it before pressing Esc)."""
@@ -77,7 +87,7 @@ class ScriptedModel:
         self._stream(item, on_text)
         if item.get("evicted"):
             self._cache = self._family.cache()
-        outcome = self._cache.step(cache_request(prompt, started_at=datetime.now(timezone.utc), session_id="scripted"))
+        outcome = self._cache.step(cache_request(prompt, started_at=self.clock(), session_id="scripted"))
         self.prompts.append(prompt)
         blocks: list[Any] = [TextBlock(text=item["text"])] if item.get("text") else []
         prefix = "toolu" if self.wire == "anthropic_messages" else "call"
