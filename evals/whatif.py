@@ -23,6 +23,7 @@ from hitrate.evals.sim_naive import Volatility, naive_requests
 from hitrate.evals.sim_openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
 from hitrate.evals.sim_types import Predicted, SimCall, SimRequest, SimSection
 from hitrate.projection.caching import CacheRules, family_of_mechanism
+from hitrate.projection.caching.rules import DEEPSEEK_FLOOR_S
 from hitrate.store.cost import UsageTotals, aggregate, cost
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import ModelPrice, PriceTable, UnknownModelError
@@ -128,7 +129,7 @@ class WhatIfOptions(BaseModel):
     """OpenAI <= 5.5: in-memory (5 min idle, 1 h cap) or extended 24 h retention."""
     idle_s: float | None = Field(None, gt=0)
     """OpenAI <= 5.5 / Gemini: override the idle expiry (in-memory retention is 5-10 minutes)."""
-    deepseek_retention_s: float = Field(3600.0, gt=0)
+    deepseek_retention_s: float = Field(float(DEEPSEEK_FLOOR_S), gt=0)
     """DeepSeek: how long an unused unit survives."""
     pool_tokens: int = Field(1_000_000, ge=1)
     """Local: KV pool size in tokens."""
