@@ -52,10 +52,6 @@ PROMPT_BUCKETS: tuple[str, ...] = ("fresh_input", *WRITE_BUCKETS, "cache_read")
 SERVER_TOOL_COUNTS: tuple[str, ...] = ("web_search_requests", "web_fetch_requests")
 
 
-class UsageFormatError(ValueError):
-    """A raw usage payload is malformed or contradicts itself (e.g. cached > prompt)."""
-
-
 class Usage(BaseModel):
     """Token counts of one call, split into billing buckets. `None` = not reported."""
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.harness.keepalive import format_clock
 from hitrate.projection.caching import CacheRules, family_for, family_of_mechanism
 from hitrate.projection.caching.ttl import Lifetime, shortest
 from hitrate.store.prices import PriceTable
@@ -49,14 +50,6 @@ class CacheClock(BaseModel):
         if self.state == "cold":
             return f"cold · idle {format_idle(self.idle_s or 0)}{suffix}"
         return f"unknown · {self.reason}" if self.reason else "unknown"
-
-
-def format_clock(seconds: float) -> str:
-    """m:ss (h:mm:ss from one hour), rounded up so "0:00" is only shown once the time is gone."""
-    total = max(0, int(-(-seconds // 1)))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def format_idle(seconds: float) -> str:
