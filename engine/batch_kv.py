@@ -44,7 +44,10 @@ class BatchKV:
         self.device = device
         self.layer_types = layer_types
         self.windows = windows
-        self.buffer = torch.empty(
+        # Zeros, never `empty`: a batched step multiplies the padding positions of short rows by
+        # attention weights of exactly 0, which is exact for any finite value but NaN for the NaN /
+        # inf bit patterns uninitialised memory can hold.
+        self.buffer = torch.zeros(
             shape.layers, 2, rows, shape.kv_heads, self.capacity, shape.head_dim, dtype=shape.dtype, device=device
         )
         self.lengths = [0] * rows
@@ -59,7 +62,7 @@ class BatchKV:
         new_capacity = max(needed, self.capacity * 2)
         shape = list(self.buffer.shape)
         shape[4] = new_capacity
-        bigger = torch.empty(shape, dtype=self.buffer.dtype, device=self.buffer.device)
+        bigger = torch.zeros(shape, dtype=self.buffer.dtype, device=self.buffer.device)
         bigger[..., : self.capacity, :] = self.buffer
         self.buffer = bigger
         self.capacity = new_capacity
