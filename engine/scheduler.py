@@ -337,7 +337,8 @@ class Scheduler:
     # ------------------------------------------------------------------ decode
 
     def _decode(self, seqs: list[Sequence]) -> None:
-        if self.batch_mask_implementation is None or len(seqs) == 1 and seqs[0].row == 0:
+        # One row alone runs at batch size 1 whatever its index (no padding rows to compute).
+        if self.batch_mask_implementation is None or len(seqs) == 1:
             for seq in seqs:
                 self._decode_one(seq)
             return
