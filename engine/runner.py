@@ -125,12 +125,16 @@ class TransformersEngine:
 
         target = loading.resolve_target(device)
         torch_dtype = loading.resolve_dtype(dtype, target)
-        source, is_folder = loading.resolve_source(path_or_hub_id)
+        gguf = loading.gguf_path(path_or_hub_id)
+        if gguf is not None:
+            source, is_folder, extra = str(gguf.parent), True, {"gguf_file": gguf.name}
+        else:
+            (source, is_folder), extra = loading.resolve_source(path_or_hub_id), {}
         device_map = loading.device_map_for(target)
         try:
             with loading.quiet_transformers(verbose):
                 tokenizer = AutoTokenizer.from_pretrained(
-                    source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code
+                    source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code, **extra
                 )
                 model = AutoModelForCausalLM.from_pretrained(
                     source,
@@ -138,12 +142,15 @@ class TransformersEngine:
                     local_files_only=local_files_only or is_folder,
                     trust_remote_code=trust_remote_code,
                     device_map=device_map,
+                    **extra,
                 )
         except (OSError, ValueError, ImportError) as exc:
-            raise EngineError(f"could not load model {source!r}: {exc}") from exc
+            raise EngineError(f"could not load model {str(gguf or source)!r}: {exc}") from exc
+        if gguf is not None and tokenizer.chat_template is None:
+            tokenizer.chat_template = loading.gguf_chat_template(gguf)
         if device_map is None:
             model = model.to(target)
-        name = model_name or (Path(source).name if is_folder else source)
+        name = model_name or (gguf.stem if gguf is not None else Path(source).name if is_folder else source)
         return cls(
             model,
             tokenizer,

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def serve_command(
-    model: str = typer.Argument(..., help="A local model folder or a Hugging Face hub id."),
+    model: str = typer.Argument(..., help="A local model folder, a .gguf file, or a Hugging Face hub id."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, min=1, max=65535, help="Port to listen on."),
     pool_tokens: Optional[int] = typer.Option(
