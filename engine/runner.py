@@ -35,6 +35,7 @@ from hitrate.engine.api import (
     StreamItem,
 )
 from hitrate.engine.batch_kv import BatchKV
+from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.kv_pool import KVPool
 from hitrate.engine.radix import RadixCache
 from hitrate.engine.sampling import validate_params
@@ -91,6 +92,7 @@ class TransformersEngine:
         )
         implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
         self.max_batch = max_batch
+        self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
         self.kv = BatchKV(self.layout.shape, rows=max_batch, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
                           layer_types=self.layout.layer_types, windows=self.layout.windows)
         self._scheduler = Scheduler(
@@ -192,7 +194,10 @@ class TransformersEngine:
         `PrefillStarted`; closing the generator early frees the request's row at once (what was
         computed stays cached)."""
         prompt = self._validate(request)
-        seq = self._scheduler.submit(make_sequence(request, prompt))
+        seq = make_sequence(request, prompt)
+        if request.grammar is not None:
+            seq.constraint = Constraint(self._grammar_index, request.grammar)
+        seq = self._scheduler.submit(seq)
         try:
             while True:
                 item = seq.out.get()

@@ -33,6 +33,7 @@ import torch
 
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
+from hitrate.engine.constraints import Constraint
 from hitrate.engine.radix import Lease, RadixCache, common_prefix_length
 from hitrate.engine.sampling import make_generator, sample
 from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
@@ -59,6 +60,7 @@ class Sequence:
     prompt: list[int]
     started: float
     logits_only: bool = False
+    constraint: Constraint | None = None
     out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     released: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False
@@ -327,7 +329,7 @@ class Scheduler:
             seq.rng = make_generator(params, self.device)
             seq.decoder = IncrementalDecoder(self.tokenizer, seq.prompt)
             seq.text = StopStringFilter(params.stop)
-            token = sample(logits[0, -1], params, seq.rng)
+            token = self._pick(seq, logits[0, -1])
             seq.ttft = time.perf_counter() - seq.started
             seq.state = "decode"
             self._emit(seq, token)
@@ -373,7 +375,7 @@ class Scheduler:
         self._after_decode([seq], logits, [0])
 
     def _after_decode(self, seqs: list[Sequence], logits: torch.Tensor, index: list[int]) -> None:
-        greedy = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0]
+        greedy = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0 and s.constraint is None]
         picks: dict[int, int] = {}
         if greedy:
             # One argmax and one device-to-host transfer for every greedy row together.
@@ -383,10 +385,18 @@ class Scheduler:
             seq.fed.append(seq.next_token)
             self.counts["decode_tokens"] += 1
             try:
-                token = picks[i] if i in picks else sample(logits[i], seq.request.params, seq.rng)
+                token = picks[i] if i in picks else self._pick(seq, logits[i])
                 self._emit(seq, token)
             except Exception as exc:
                 self._fail(seq, exc)
+
+    def _pick(self, seq: Sequence, logits: torch.Tensor) -> int:
+        """Sample one token from a `[vocab]` row, inside the request's grammar if it has one."""
+        if seq.constraint is None:
+            return sample(logits, seq.request.params, seq.rng)
+        token = sample(seq.constraint.apply(logits), seq.request.params, seq.rng)
+        seq.constraint.consume(token)
+        return token
 
     def _emit(self, seq: Sequence, token: int) -> None:
         """Stream a sampled token; finish the request when it ends generation."""

@@ -190,19 +190,19 @@ def create_app(
             prepared = await service.prepare_async(chat_request)
             message_id = wire_anthropic.new_message_id()
             if body.stream:
-                return await _stream_response(
+                return _with_notices(chat_request.notices, await _stream_response(
                     service, prepared,
                     lambda items, started: server_streams.anthropic_events(
                         prepared, message_id, body.model, items, started,
                         on_reply=stats.record, on_error=_count_error(stats, "anthropic")),
-                )
+                ))
             if body.max_tokens == 0:
                 reply = await _to_thread(_prewarm, service, prepared)
             else:
                 reply = await service.complete_async(prepared)
             stats.record(reply)
-            return JSONResponse(wire_anthropic.message(message_id, body.model, prepared, reply,
-                                                       prewarm=body.max_tokens == 0))
+            return _with_notices(chat_request.notices, JSONResponse(
+                wire_anthropic.message(message_id, body.model, prepared, reply, prewarm=body.max_tokens == 0)))
 
         return await handle(request, "anthropic", run)
 
@@ -220,6 +220,17 @@ def create_app(
 
 class _UnknownModel(Exception):
     pass
+
+
+NOTICE_HEADER = "hitrate-notice"
+
+
+def _with_notices(notices: Sequence[str], response: Response) -> Response:
+    """Parameters accepted but not honoured (e.g. `thinking` for a model that cannot think), said in
+    a response header: neither wire format has a field for warnings."""
+    if notices:
+        response.headers[NOTICE_HEADER] = "; ".join(notices)
+    return response
 
 
 def _count_error(stats: ServerStats, api: str) -> Callable[[], None]:

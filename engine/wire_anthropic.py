@@ -17,8 +17,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from hitrate.engine import constraints
+from hitrate.engine.api import EngineError
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
+from hitrate.engine.serving import ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
 from hitrate.engine.toolcalls import ToolCall
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -238,21 +240,32 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesReq
         raise RequestError(validation_message(exc)) from exc
     if body.top_k is not None:
         raise RequestError("top_k is not supported by this server; use temperature and top_p", param="top_k")
+    notices: tuple[str, ...] = ()
     if body.thinking and body.thinking.get("type") not in (None, "disabled"):
-        raise RequestError("extended thinking parameters are not supported; a reasoning model's thinking is "
-                           "returned inside its text", param="thinking")
-    if body.output_config and body.output_config.get("format"):
-        raise RequestError("output_config.format (structured output) needs constrained decoding, which this "
-                           "server does not do", param="output_config")
-    parse_calls = True
-    if body.tool_choice is not None:
-        if body.tool_choice.type in ("any", "tool"):
-            raise RequestError("tool_choice 'any' or 'tool' needs constrained decoding, which this server does "
-                               "not do; use 'auto' or 'none'", param="tool_choice")
-        parse_calls = body.tool_choice.type != "none"
+        # Accepted and ignored, as Anthropic documents for models without extended thinking: the
+        # reply simply has no thinking blocks. The `hitrate-notice` response header says so.
+        notices = ("thinking ignored: this model has no extended thinking; the reply has no thinking blocks",)
     if body.max_tokens == 0 and body.stream:
         raise RequestError("max_tokens: 0 (cache pre-warm) cannot be streamed", param="max_tokens")
     tools = _tools(body.tools)
+    grammar = _output_format_grammar(body.output_config)
+    forced = None
+    parse_calls = True
+    if body.tool_choice is not None:
+        parse_calls = body.tool_choice.type != "none"
+        if body.tool_choice.type in ("any", "tool"):
+            if grammar is not None:
+                raise RequestError("tool_choice that forces a call cannot be combined with output_config.format",
+                                   param="tool_choice")
+            if body.tool_choice.type == "tool" and not body.tool_choice.name:
+                raise RequestError("tool_choice of type 'tool' needs a name", param="tool_choice")
+            if not tools:
+                raise RequestError("tool_choice forces a tool call, but no tools are offered", param="tool_choice")
+            name = body.tool_choice.name if body.tool_choice.type == "tool" else None
+            if name is not None and name not in [t["function"]["name"] for t in tools]:
+                raise RequestError(f"tool_choice names {name!r}, which is not among the tools offered",
+                                   param="tool_choice")
+            forced = ForcedToolCall(name)
     salt = salt_header if salt_header is not None else (body.cache_salt or "")
     request = ChatRequest(
         messages=_conversation(body),
@@ -266,8 +279,26 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesReq
         marks=_marks(body, tools),
         pin_whole_prompt_ttl_s=TTL_SECONDS[body.cache_control.ttl] if body.cache_control else None,
         call_id_prefix="toolu_",
+        grammar=grammar,
+        forced_tool=forced,
+        notices=notices,
     )
     return body, request
+
+
+def _output_format_grammar(output_config: dict[str, Any] | None) -> str | None:
+    """`output_config.format` (`{"type": "json_schema", "schema": {...}}`, Anthropic structured
+    outputs) as a grammar; None when absent."""
+    fmt = (output_config or {}).get("format")
+    if not fmt:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise RequestError("output_config.format must be {'type': 'json_schema', 'schema': {...}}",
+                           param="output_config")
+    try:
+        return constraints.json_schema_grammar(fmt["schema"])
+    except (EngineError, ValueError) as exc:
+        raise RequestError(f"output_config.format: {exc}", param="output_config") from exc
 
 
 def count_tokens_request(payload: Any) -> ChatRequest:
