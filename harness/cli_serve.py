@@ -12,6 +12,36 @@ from hitrate.harness.cli import add_command
 
 def register(app: typer.Typer) -> None:
     add_command(app, "serve", serve_command)
+    engine_app = typer.Typer(help="The bundled local engine.", no_args_is_help=True)
+    add_command(engine_app, "verify", verify_command)
+    app.add_typer(engine_app, name="engine")
+
+
+def verify_command(
+    model: str = typer.Argument(..., help="A local model folder, a .gguf file, or a Hugging Face hub id."),
+    prompt: Optional[str] = typer.Option(None, help="Text to verify on (default: a built-in agent prompt)."),
+    device: Optional[str] = typer.Option(None, help="cuda, cpu, mps (default: best available)."),
+    dtype: Optional[str] = typer.Option(None, help="float32, bfloat16, float16 (default: by device)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
+) -> None:
+    """Measure the prefix cache on MODEL: for a prompt and a variant edited in the middle, the
+    cached-vs-recompute logit difference, K/V groups, the QK products the cache saved, and K/V bytes
+    per token (accounted vs theoretical)."""
+    import json
+
+    from hitrate.engine.api import EngineError
+    from hitrate.engine.runner import TransformersEngine
+    from hitrate.engine.verify import DEFAULT_PROMPT, verify
+
+    try:
+        engine = TransformersEngine.from_pretrained(model, device=device, dtype=dtype, pool_tokens=1 << 14,
+                                                    local_files_only=local_files_only)
+        report = verify(engine, prompt or DEFAULT_PROMPT)
+    except (EngineError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else "\n".join(report.lines()))
 
 
 def serve_command(
