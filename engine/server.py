@@ -1,6 +1,6 @@
 """HTTP server: OpenAI- and Anthropic-compatible endpoints over one `Engine`.
 
-Routes: `POST /v1/chat/completions` and `POST /v1/completions` (OpenAI), `POST /v1/messages` and
+Routes: `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/completions` (OpenAI), `POST /v1/messages` and
 `POST /v1/messages/count_tokens` (Anthropic), `POST /tokenize` and `POST /detokenize` (vLLM's
 shapes), `GET /v1/models`, `GET /health`, `GET /metrics`.
 
@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hitrate.engine import server_streams, wire_anthropic, wire_completions, wire_openai
+from hitrate.engine import server_streams, wire_anthropic, wire_completions, wire_openai, wire_responses
 from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult, PrefillStarted
 from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError, ThreadedStream
 
@@ -209,6 +209,25 @@ def create_app(
                 wire_anthropic.message(message_id, body.model, prepared, reply, prewarm=body.max_tokens == 0)))
 
         return await handle(request, "anthropic", run)
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            body, chat_request = wire_responses.parse_request(payload, salt_header=request.headers.get(SALT_HEADER))
+            check_model(body.model)
+            prepared = await service.prepare_async(chat_request)
+            ids = wire_responses.ResponseIds(body.model)
+            if body.stream:
+                return await _stream_response(
+                    service, prepared,
+                    lambda items, _started: wire_responses.stream_events(
+                        ids, body, items, on_reply=stats.record, on_error=_count_error(stats, "responses")),
+                )
+            reply = await service.complete_async(prepared)
+            stats.record(reply)
+            return JSONResponse(wire_responses.response(ids, body, reply))
+
+        return await handle(request, "responses", run)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
