@@ -27,7 +27,6 @@ from hitrate.engine import loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
-    GenerationChunk,
     GenerationRequest,
     GenerationResult,
     PrefillStarted,

@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hitrate.engine import server_streams, wire_anthropic, wire_completions, wire_openai, wire_responses
+from hitrate.engine import wire_anthropic, wire_completions, wire_openai, wire_responses
 from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult, PrefillStarted
 from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError, ThreadedStream
 
@@ -177,7 +177,7 @@ def create_app(
                 include_usage = bool(body.stream_options and body.stream_options.include_usage)
                 return await _stream_response(
                     service, prepared,
-                    lambda items, _started: server_streams.openai_events(
+                    lambda items, _started: wire_openai.stream_events(
                         ids, items, include_usage, on_reply=stats.record, on_error=_count_error(stats, "openai")),
                 )
             reply = await service.complete_async(prepared)
@@ -196,7 +196,7 @@ def create_app(
             if body.stream:
                 return _with_notices(chat_request.notices, await _stream_response(
                     service, prepared,
-                    lambda items, started: server_streams.anthropic_events(
+                    lambda items, started: wire_anthropic.stream_events(
                         prepared, message_id, body.model, items, started,
                         on_reply=stats.record, on_error=_count_error(stats, "anthropic")),
                 ))

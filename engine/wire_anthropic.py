@@ -13,12 +13,12 @@ marks nothing is reported as written and the uncached remainder is `input_tokens
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, AsyncIterator, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from hitrate.engine import constraints
-from hitrate.engine.api import EngineError
+from hitrate.engine import constraints, wire_sse
+from hitrate.engine.api import EngineError, PrefillStarted
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
 from hitrate.engine.toolcalls import ToolCall
@@ -370,3 +370,87 @@ def message(message_id: str, model: str, prepared: PreparedCall, reply: Reply, *
         "stop_sequence": reply.stop_sequence,
         "usage": usage(prepared, r.prompt_tokens, r.cached_tokens, r.completion_tokens),
     }
+
+# --------------------------------------------------------------------- stream
+# `message_start` (with the usage split already exact, as Anthropic sends it), per block
+# `content_block_start` / `content_block_delta` / `content_block_stop` (text first, then one
+# `tool_use` block per call with its input as one `input_json_delta`), `message_delta` (stop
+# reason and usage), `message_stop`. An engine failure after the stream started is sent as an
+# `error` event.
+
+
+async def stream_events(
+    prepared: PreparedCall,
+    message_id: str,
+    model: str,
+    items: AsyncIterator[str | Reply],
+    started: PrefillStarted | None,
+    *,
+    on_reply: Callable[[Reply], None],
+    on_error: Callable[[], None],
+) -> AsyncIterator[str]:
+    if started is not None:
+        # Anthropic reports the read / written / uncached split in message_start already, and
+        # clients may take it from there; the engine's match for this request makes it exact.
+        start_usage = usage(prepared, started.prompt_tokens, started.cached_tokens, 0)
+    else:
+        # An engine that does not announce its prefill: the prompt counts as input for now and the
+        # cache fields stay unset; message_delta then carries the final split, which clients (the
+        # SDK's stream accumulator included) apply over message_start's values.
+        start_usage = {"input_tokens": prepared.prompt_tokens, "output_tokens": 0}
+    yield wire_sse.event("message_start", {
+        "type": "message_start",
+        "message": {"id": message_id, "type": "message", "role": "assistant", "content": [], "model": model,
+                    "stop_reason": None, "stop_sequence": None, "usage": start_usage},
+    })
+    index = 0
+    text_open = False
+
+    def text_delta(text: str) -> list[str]:
+        nonlocal text_open
+        events = []
+        if not text_open:
+            text_open = True
+            events.append(wire_sse.event("content_block_start", {"type": "content_block_start", "index": index,
+                                                         "content_block": {"type": "text", "text": ""}}))
+        events.append(wire_sse.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                     "delta": {"type": "text_delta", "text": text}}))
+        return events
+
+    reply: Reply | None = None
+    try:
+        async for item in items:
+            if isinstance(item, Reply):
+                reply = item
+            elif item:
+                for event in text_delta(item):
+                    yield event
+    except Exception as exc:
+        on_error()
+        internal, message = wire_sse.failure(exc)
+        yield wire_sse.event("error", error_body(message, type_="api_error" if internal else "invalid_request_error"))
+        return
+    assert reply is not None
+    on_reply(reply)
+    if not text_open and not reply.tool_calls:
+        for event in text_delta(""):  # an empty reply is still one (empty) text block
+            yield event
+    if text_open:
+        yield wire_sse.event("content_block_stop", {"type": "content_block_stop", "index": index})
+        index += 1
+    for call in reply.tool_calls:
+        yield wire_sse.event("content_block_start", {
+            "type": "content_block_start", "index": index,
+            "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}},
+        })
+        yield wire_sse.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                             "delta": {"type": "input_json_delta", "partial_json": call.arguments_json()}})
+        yield wire_sse.event("content_block_stop", {"type": "content_block_stop", "index": index})
+        index += 1
+    r = reply.result
+    yield wire_sse.event("message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason(reply), "stop_sequence": reply.stop_sequence},
+        "usage": usage(prepared, r.prompt_tokens, r.cached_tokens, r.completion_tokens),
+    })
+    yield wire_sse.event("message_stop", {"type": "message_stop"})

@@ -9,13 +9,13 @@ vLLM's shapes: `{"prompt": ...}` or `{"messages": [...]}` in, `{"count", "max_mo
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any, AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hitrate.engine import wire_sse
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, SamplingParams
 from hitrate.engine.serving import RequestError, validation_message
 
@@ -126,7 +126,7 @@ async def stream_events(ids: CompletionIds, items, include_usage: bool, on_resul
 
 
 def _event(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload)}\n\n"
+    return wire_sse.data(payload)
 
 
 # --------------------------------------------------------------------- tokenize / detokenize

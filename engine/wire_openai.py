@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, AsyncIterator, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hitrate.engine import constraints
+from hitrate.engine import constraints, wire_sse
 from hitrate.engine.api import EngineError
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message
@@ -299,3 +299,43 @@ def usage_chunk(ids: CompletionIds, reply: Reply) -> dict[str, Any]:
         "choices": [],
         "usage": usage(reply),
     }
+
+# --------------------------------------------------------------------- stream
+# `data: {chat.completion.chunk}` lines: a role chunk, content deltas, tool calls (each whole, in
+# one delta), a chunk with `finish_reason`, then (with `stream_options.include_usage`) a chunk
+# with empty `choices` and the usage, then `data: [DONE]`. An engine failure after the stream
+# started is sent as an error object in the stream.
+
+
+async def stream_events(
+    ids: CompletionIds,
+    items: AsyncIterator[str | Reply],
+    include_usage: bool,
+    *,
+    on_reply: Callable[[Reply], None],
+    on_error: Callable[[], None],
+) -> AsyncIterator[str]:
+    def line(delta: dict[str, Any], finish: str | None = None) -> str:
+        return wire_sse.data(chunk(ids, delta, finish, with_usage_field=include_usage))
+
+    yield line({"role": "assistant", "content": ""})
+    reply: Reply | None = None
+    try:
+        async for item in items:
+            if isinstance(item, Reply):
+                reply = item
+            elif item:
+                yield line({"content": item})
+    except Exception as exc:  # the engine failed mid-stream: tell the client in OpenAI's error shape
+        on_error()
+        internal, message = wire_sse.failure(exc)
+        yield wire_sse.data(error_body(message, type_="server_error" if internal else "invalid_request_error"))
+        return
+    assert reply is not None
+    on_reply(reply)
+    if reply.tool_calls:
+        yield line(tool_call_deltas(reply.tool_calls))
+    yield line({}, reply.finish)
+    if include_usage:
+        yield wire_sse.data(usage_chunk(ids, reply))
+    yield "data: [DONE]\n\n"

@@ -18,20 +18,17 @@ parsed tool call. Usage: `input_tokens` (cached ones included), `input_tokens_de
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from typing import Any, AsyncIterator, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hitrate.engine.api import EngineError
+from hitrate.engine import wire_sse
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message
 from hitrate.engine.toolcalls import ToolCall
 from hitrate.engine.wire_openai import response_format_grammar
-
-log = logging.getLogger(__name__)
 
 
 class _Lenient(BaseModel):
@@ -266,8 +263,7 @@ async def stream_events(
     on_error: Callable[[], None],
 ) -> AsyncIterator[str]:
     def event(kind: str, **fields: Any) -> str:
-        payload = {"type": kind, "sequence_number": ids.next_sequence(), **fields}
-        return f"event: {kind}\ndata: " + json.dumps(payload, ensure_ascii=False) + "\n\n"
+        return wire_sse.event(kind, {"type": kind, "sequence_number": ids.next_sequence(), **fields})
 
     yield event("response.created", response=response(ids, body, None))
     yield event("response.in_progress", response=response(ids, body, None))
@@ -291,11 +287,8 @@ async def stream_events(
                         delta=item, logprobs=[])
     except Exception as exc:  # the engine failed mid-stream: Responses' in-stream error event
         on_error()
-        internal = not isinstance(exc, EngineError)
-        if internal:
-            log.error("engine failed during a responses stream", exc_info=exc)
-        yield event("error", code="server_error" if internal else "invalid_request_error",
-                    message=f"internal error: {type(exc).__name__}: {exc}" if internal else str(exc), param=None)
+        internal, message = wire_sse.failure(exc)
+        yield event("error", code="server_error" if internal else "invalid_request_error", message=message, param=None)
         return
     assert reply is not None
     on_reply(reply)
