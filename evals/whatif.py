@@ -21,7 +21,9 @@ from hitrate.evals.sim_deepseek import DeepSeekSimConfig, simulate_deepseek
 from hitrate.evals.sim_local import LocalSimConfig, simulate_local
 from hitrate.evals.sim_naive import Volatility, naive_requests
 from hitrate.evals.sim_openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
-from hitrate.evals.sim_types import Predicted, SimCall, SimMark, SimRequest, SimSection
+from hitrate.evals.sim_types import Predicted, SimCall, SimRequest, SimSection
+from hitrate.projection.caching import CacheRules, family_of_mechanism
+from hitrate.projection.caching.rules import DEEPSEEK_FLOOR_S
 from hitrate.store.cost import UsageTotals, aggregate, cost
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import ModelPrice, PriceTable, UnknownModelError
@@ -88,8 +90,15 @@ def parse_target(spec: str, table: PriceTable | None = None) -> Target:
         model=entry.model,
         mechanism=entry.cache_mechanism,
         min_cacheable_tokens=_min_tokens(entry),
-        granularity=entry.hit_granularity_tokens or 1,
+        granularity=entry.hit_granularity_tokens or _family_granularity(entry.cache_mechanism),
     )
+
+
+def _family_granularity(mechanism: str) -> int:
+    """The family's own hit step where the price table states none: OpenAI's automatic prefix cache
+    returns hits in 128-token steps on every model up to GPT-5.5, gpt-5.5 included."""
+    family = family_of_mechanism(mechanism)
+    return CacheRules(family=family).prefix_granularity if family is not None else 1
 
 
 def _min_tokens(entry: ModelPrice) -> int:
@@ -120,7 +129,7 @@ class WhatIfOptions(BaseModel):
     """OpenAI <= 5.5: in-memory (5 min idle, 1 h cap) or extended 24 h retention."""
     idle_s: float | None = Field(None, gt=0)
     """OpenAI <= 5.5 / Gemini: override the idle expiry (in-memory retention is 5-10 minutes)."""
-    deepseek_retention_s: float = Field(3600.0, gt=0)
+    deepseek_retention_s: float = Field(float(DEEPSEEK_FLOOR_S), gt=0)
     """DeepSeek: how long an unused unit survives."""
     pool_tokens: int = Field(1_000_000, ge=1)
     """Local: KV pool size in tokens."""
@@ -281,20 +290,8 @@ def request_from_call(call: CallRecord) -> SimRequest:
         started_at=call.started_at,
         ttft_s=call.ttft_s,
         latency_s=call.latency_s,
-        sections=tuple(
-            SimSection(
-                kind=s.kind,
-                index=s.index,
-                hash=s.hash,
-                tokens=s.tokens,
-                role=s.role,
-                block_tokens=tuple(s.block_tokens),
-                positions=tuple(s.positions),
-                markable=tuple(s.markable),
-                marks=tuple(SimMark(block=m.block, ttl=m.ttl) for m in s.marks),
-            )
-            for s in call.sections
-        ),
+        # The stored sections are the cache's own view of the request (see harness.call_sections).
+        sections=tuple(SimSection.model_validate(s.model_dump()) for s in call.sections),
         output_tokens=call.usage.output or 0,
         actual=call.usage,
         actual_cost_usd=call.cost_usd,

@@ -9,7 +9,7 @@ import pytest
 from hitrate.harness.call_sections import call_sections
 from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
 from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, request_from_call, whatif
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock, ToolResultBlock, Transcript, UserMessage
@@ -20,7 +20,7 @@ from hitrate.store.usage import Usage
 
 from whatif_builders import T0, request
 
-RULES = ProviderRules(family="anthropic", min_cacheable_tokens=512)
+RULES = CacheRules(family="anthropic", min_cacheable_tokens=512)
 TOOLS = [
     ToolSpec(name=f"tool_{i}", description="Does one thing well. " * 40, input_schema={"type": "object", "properties": {"x": {"type": "string"}}})
     for i in range(4)
@@ -162,6 +162,9 @@ def test_bad_targets_say_what_to_do(spec, message):
 def test_targets_pick_the_mechanism_and_minimum_from_the_price_table():
     assert parse_target("openai/gpt-4.1").mechanism == "openai_automatic_prefix"
     assert parse_target("openai/gpt-4.1").granularity == 128
+    # The price table states no step for gpt-5.5; OpenAI's guide gives 128 for it too.
+    assert parse_target("openai/gpt-5.5").granularity == 128
+    assert parse_target("gemini/gemini-2.5-flash").granularity == 1
     assert parse_target("openai/gpt-5.6").mechanism == "openai_breakpoints"
     assert parse_target("anthropic/claude-haiku-4-5").min_cacheable_tokens == 4096
     assert parse_target("deepseek/deepseek-v4-flash").model == "deepseek-flash"
