@@ -53,6 +53,7 @@ def serve_command(
     ),
     page_size: int = typer.Option(1, help="Tokens per KV page; 1 caches at token granularity."),
     host_tier_tokens: int = typer.Option(0, help="Host-memory tier for evicted pages, in tokens (0: off)."),
+    max_batch: int = typer.Option(8, min=1, help="Requests decoded together (continuous batching); more wait."),
     device: Optional[str] = typer.Option(None, help="cuda, cuda:1, cpu, mps (default: best available)."),
     dtype: Optional[str] = typer.Option(None, help="float32, bfloat16, float16 (default: by device)."),
     served_model_name: list[str] = typer.Option(
@@ -63,7 +64,8 @@ def serve_command(
     trust_remote_code: bool = typer.Option(False, help="Allow model code shipped with the checkpoint."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
-    """Serve MODEL with an exact prefix cache: /v1/chat/completions, /v1/messages, /metrics."""
+    """Serve MODEL with an exact prefix cache and continuous batching: /v1/chat/completions,
+    /v1/responses, /v1/completions, /v1/messages, /tokenize, /detokenize, /metrics."""
     from hitrate.engine.api import EngineError
     from hitrate.engine.runner import TransformersEngine
     from hitrate.engine.server import serve
@@ -81,6 +83,7 @@ def serve_command(
             pool_tokens=pool_tokens,
             page_size=page_size,
             host_tier_tokens=host_tier_tokens,
+            max_batch=max_batch,
             model_name=served_model_name[0] if served_model_name else None,
             local_files_only=local_files_only,
             trust_remote_code=trust_remote_code,
@@ -95,7 +98,8 @@ def serve_command(
         raise
     names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
     typer.echo(
-        f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions, Anthropic: /v1/messages, "
+        f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions /v1/responses /v1/completions, "
+        f"Anthropic: /v1/messages, "
         f"metrics: /metrics; context {engine.max_context} tokens, "
         f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
     )
