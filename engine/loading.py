@@ -8,6 +8,7 @@ actual problem.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -121,9 +122,19 @@ def quiet_transformers(verbose: bool = False) -> Iterator[None]:
     level = hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    # The GGUF loader draws its "de-quantizing" bar with plain tqdm, which ignores the switch above.
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_loader
+    except ImportError:
+        gguf_loader = None
+    gguf_bar = getattr(gguf_loader, "tqdm", None)
+    if gguf_bar is not None:
+        gguf_loader.tqdm = functools.partial(gguf_bar, disable=True)
     try:
         yield
     finally:
+        if gguf_bar is not None:
+            gguf_loader.tqdm = gguf_bar
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()
