@@ -139,7 +139,7 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class ChatService:
-    """Chat on top of an `Engine`. Thread-safe; the engine itself serialises generation."""
+    """Chat on top of an `Engine`. Thread-safe; the engine batches concurrent generations."""
 
     def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096,
                  cap_max_tokens: bool = False) -> None:
