@@ -41,7 +41,8 @@ from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
 _IDLE_EXIT_S = 0.5  # the worker thread exits after this long without work
 _RELEASE_WAIT_S = 120.0
 # A request waits for another's prefill when that saves it at least this many prompt tokens.
-_MIN_SHARED_TO_WAIT = 32  # a closing consumer waits at most this long for its row to be freed
+_MIN_SHARED_TO_WAIT = 32
+_MAX_SHARED_WAIT_S = 5.0  # ... but never longer than this  # a closing consumer waits at most this long for its row to be freed
 
 
 @dataclass
@@ -227,6 +228,8 @@ class Scheduler:
         """Hold a request back while another one is prefilling a longer common prefix: admitted
         after that prefill (which checkpoints the prompt into the cache), it hits the shared
         prefix instead of computing it a second time alongside."""
+        if time.perf_counter() - seq.started > _MAX_SHARED_WAIT_S:
+            return False  # the other request is stalled (its consumer does not read): go ahead
         salt = seq.request.salt
         sharing = [s for s in self._active if s.state in ("waiting", "prefill") and s.request.salt == salt]
         if not sharing:

@@ -184,3 +184,17 @@ def test_stream_items_arrive_in_order_for_each_batched_request(tiny_llama_path):
     for t in threads:
         t.join(60)
     assert all(k == ["PrefillStarted"] + ["GenerationChunk"] * 5 + ["GenerationResult"] for k in kinds.values())
+
+
+def test_a_stalled_request_holds_back_one_that_shares_its_prompt_only_for_a_while(tiny_llama_path, monkeypatch):
+    from hitrate.engine import scheduler
+
+    monkeypatch.setattr(scheduler, "_MAX_SHARED_WAIT_S", 0.3)
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
+    system = tokens(90, 120)
+    stalled = engine.stream(req(system + tokens(91, 4), max_tokens=3))
+    next(stalled)  # PrefillStarted, then never read again: its prefill does not start
+    started = time.perf_counter()
+    result = engine.generate(req(system + tokens(92, 4), max_tokens=3))
+    assert result.cached_tokens == 0 and time.perf_counter() - started < 30
+    stalled.close()
