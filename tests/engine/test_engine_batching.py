@@ -198,3 +198,19 @@ def test_a_stalled_request_holds_back_one_that_shares_its_prompt_only_for_a_whil
     result = engine.generate(req(system + tokens(92, 4), max_tokens=3))
     assert result.cached_tokens == 0 and time.perf_counter() - started < 30
     stalled.close()
+
+
+def test_reset_cache_waits_for_running_requests_then_forgets_every_prefix(tiny_llama_path):
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
+    prompt = tokens(95, 30)
+    engine.generate(req(prompt, max_tokens=2))
+    stream = engine.stream(req(tokens(96, 20), max_tokens=6000))  # runs for seconds
+    next(stream), next(stream)  # running
+    done = threading.Event()
+    resetter = threading.Thread(target=lambda: (engine.reset_cache(), done.set()))
+    resetter.start()
+    assert not done.wait(0.3)  # held while the stream runs
+    stream.close()
+    assert done.wait(30)
+    assert engine.metrics()["pool_pages_used"] == 0
+    assert engine.generate(req(prompt, max_tokens=1)).cached_tokens == 0
