@@ -247,6 +247,8 @@ def main() -> None:
     parser.add_argument("--decode-prompt", type=int, default=512)
     parser.add_argument("--decode-tokens", type=int, default=128)
     parser.add_argument("--decode-runs", type=int, default=5)
+    parser.add_argument("--bandwidth-gbps", type=float, default=None,
+                        help="device memory bandwidth, for the decode ratio to the bandwidth limit")
     parser.add_argument("--gguf", type=Path, help="a GGUF of a model to time llama.cpp on (optional)")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--concurrent-prompt", type=int, default=64)
@@ -294,6 +296,14 @@ def main() -> None:
         print(f"decode: {decode['ours']:.1f} tok/s vs transformers generate {decode['transformers']:.1f} tok/s "
               f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens)")
         rows.append(("decode tok/s vs generate", decode["ours"] / decode["transformers"], ">= 1.0"))
+        # Decode reads every weight once per token: tokens/s x weight bytes is the memory traffic
+        # achieved, to hold against the device's bandwidth (`--bandwidth-gbps`, e.g. 4800 for an H200).
+        weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+        achieved = decode["ours"] * weight_bytes / 1e9
+        print(f"decode memory traffic: {achieved:.1f} GB/s of weights ({weight_bytes / 1e6:.0f} MB per token)"
+              + (f", {achieved / args.bandwidth_gbps:.1%} of {args.bandwidth_gbps:.0f} GB/s" if args.bandwidth_gbps else ""))
+        if args.bandwidth_gbps:
+            rows.append(("decode / memory-bandwidth limit", achieved / args.bandwidth_gbps, "-> 1.0"))
         llama = measure_llama_cpp(args, rng)
         if llama is None:
             print("llama.cpp: skipped (needs llama-cpp-python installed and --gguf MODEL.gguf)")
