@@ -68,6 +68,20 @@ class BatchKV:
         self.capacity = new_capacity
         self._positions = torch.arange(new_capacity, device=self.device)
 
+    def ensure_rows(self, needed: int) -> None:
+        """Hold at least `needed` rows (doubling). Rows are added as concurrency grows, so a lone
+        session does not pay for the K/V of a full batch at its context length."""
+        if needed <= self.rows:
+            return
+        new_rows = max(needed, self.rows * 2)
+        shape = list(self.buffer.shape)
+        shape[2] = new_rows
+        bigger = torch.zeros(shape, dtype=self.buffer.dtype, device=self.buffer.device)
+        bigger[:, :, : self.rows] = self.buffer
+        self.buffer = bigger
+        self.lengths += [0] * (new_rows - self.rows)
+        self.rows = new_rows
+
     def truncate(self, row: int, length: int) -> None:
         self.lengths[row] = min(self.lengths[row], length)
 

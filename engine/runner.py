@@ -92,12 +92,12 @@ class TransformersEngine:
         implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
         self.max_batch = max_batch
         self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
-        self.kv = BatchKV(self.layout.shape, rows=max_batch, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
+        self.kv = BatchKV(self.layout.shape, rows=1, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
                           layer_types=self.layout.layer_types, windows=self.layout.windows)
         self._scheduler = Scheduler(
             model=self.model, tokenizer=tokenizer, kv=self.kv, pool=self.pool, radix=self.radix, eos=self._eos,
             counts=self._counts, prefill_chunk=prefill_chunk, interleave_chunk=interleave_chunk,
-            logits_to_keep=self._logits_to_keep, batch_mask_implementation=implementation,
+            logits_to_keep=self._logits_to_keep, batch_mask_implementation=implementation, max_batch=max_batch,
         )
 
     # ------------------------------------------------------------------ construction
@@ -226,6 +226,8 @@ class TransformersEngine:
             "max_batch": self.max_batch,
             "peak_decode_batch": self._scheduler.peak_batch,
             "batched_decode": int(self._scheduler.batch_mask_implementation is not None),
+            "batch_rows": self.kv.rows,
+            "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),
             "hot_buffer_reused_tokens": c["hot_reused_tokens"],
             "page_size": self.page_size,
             "pool_pages_used": self.radix.used_pages,

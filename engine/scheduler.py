@@ -103,6 +103,7 @@ class Scheduler:
         interleave_chunk: int,
         logits_to_keep: bool,
         batch_mask_implementation: str | None,
+        max_batch: int,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -117,7 +118,7 @@ class Scheduler:
         # None: decode rows one at a time (the model cannot take prepared batch masks).
         self.batch_mask_implementation = batch_mask_implementation
         self.device = kv.device
-        self.rows = [_RowState() for _ in range(kv.rows)]
+        self.rows = [_RowState() for _ in range(max_batch)]  # the buffer grows its rows on demand
         self._cv = threading.Condition()
         self._pending: deque[Sequence] = deque()
         self._active: list[Sequence] = []
@@ -264,6 +265,7 @@ class Scheduler:
         seq.lease = self.radix.begin(prompt, seq.request.salt, max_match=len(prompt) - 1)
         seq.cached = seq.lease.matched
         seq.row = self._best_row(seq)
+        self.kv.ensure_rows(seq.row + 1)
         seq.state = "prefill"
         if not seq.logits_only:
             seq.out.put(PrefillStarted(prompt_tokens=len(prompt), cached_tokens=seq.lease.matched))

@@ -103,7 +103,8 @@ def test_concurrent_batch_gives_each_request_its_single_request_tokens(arch_path
     assert [r.token_ids for r in results] == expected
     m = engine.metrics()
     assert 2 <= m["peak_decode_batch"] <= 4  # the requests really shared decode steps, never more than the rows
-    assert m["running_requests"] == 0
+    assert m["running_requests"] == 0 and m["batch_rows"] <= 4
+    assert alone.metrics()["batch_rows"] == 1  # rows are added as concurrency grows
 
 
 def test_seeded_sampling_is_the_same_alone_and_in_a_batch(tiny_llama_path):
