@@ -62,6 +62,8 @@ class Target(BaseModel):
     """The price table's cache mechanism for the model ("local_radix" for the local engine)."""
     min_cacheable_tokens: int = 0
     granularity: int = 1
+    retention: Literal["in_memory", "24h"] | None = None
+    """OpenAI: the only prompt-cache retention the model accepts (gpt-5.5: 24h), else None."""
 
     @property
     def label(self) -> str:
@@ -91,6 +93,7 @@ def parse_target(spec: str, table: PriceTable | None = None) -> Target:
         mechanism=entry.cache_mechanism,
         min_cacheable_tokens=_min_tokens(entry),
         granularity=entry.hit_granularity_tokens or _family_granularity(entry.cache_mechanism),
+        retention=entry.cache_retention,
     )
 
 
@@ -180,7 +183,9 @@ def simulate(requests: Sequence[SimRequest], target: Target, options: WhatIfOpti
         overrides: dict[str, object] = {"min_tokens": target.min_cacheable_tokens, "granularity": target.granularity}
         if options.idle_s is not None:
             overrides["idle_s"] = options.idle_s
-        return simulate_prefix_cache(requests, PrefixSimConfig.retention(options.retention, **overrides))
+        # A model that accepts only one retention setting is replayed with it, whatever was asked.
+        retention = target.retention or options.retention
+        return simulate_prefix_cache(requests, PrefixSimConfig.retention(retention, **overrides))
     if mechanism == "deepseek_prefix_units":
         return simulate_deepseek(requests, DeepSeekSimConfig(retention_s=options.deepseek_retention_s))
     if mechanism == "local_radix":

@@ -119,7 +119,8 @@ def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None
         rates=tier,
         multiplier=multiplier if multiplier is not None else 1.0,
         modifiers=applied,
-        unpriced_reason="; ".join(missing) or None,
+        # Zero tokens cost nothing at any rate: a reason only where the total is really unknown.
+        unpriced_reason=("; ".join(missing) or None) if total is None else None,
         **amounts,
     )
 

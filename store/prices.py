@@ -229,6 +229,9 @@ class ModelPrice(BaseModel):
     min_cacheable_note: str = ""
     hit_granularity_tokens: int | None = None
     """Cached prefixes are rounded down to a multiple of this (OpenAI in-memory caching: 128)."""
+    cache_retention: Literal["in_memory", "24h"] | None = None
+    """OpenAI: the only `prompt_cache_retention` the model accepts, where it accepts just one (gpt-5.5:
+    24h, extended retention); None where the in-memory default applies."""
     storage_per_mtok_hour: float | None = None
     """Hourly rent of an explicit cache object (Gemini CachedContent), USD per 1M tokens."""
     max_input_tokens: int | None = None

@@ -104,7 +104,8 @@ class UsageReader:
         if not isinstance(value, str):
             self.flag("bad_field", f"{where}.{key} = {value!r} is not a string; ignored")
             return None
-        return value
+        # A blank value says nothing (the provider's default applies).
+        return value.strip() or None
 
     # ---- repairs shared by the APIs that count cached tokens inside the prompt ------------------
 
