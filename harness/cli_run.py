@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 import typer
 
-from hitrate.harness.agent import Agent, AgentLimits, AgentResult
 from hitrate.harness.cli import add_command, fail
-from hitrate.harness.defaults import default_model
-from hitrate.harness.dynamic_context import workspace_context
-from hitrate.harness.events import EventSink
-from hitrate.harness.models import ModelSpecError, parse_model_spec
-from hitrate.harness.policy import Policy
-from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
-from hitrate.harness.resume import SessionNotResumable, load_session
-from hitrate.harness.router import Route, Router, rules_for
-from hitrate.harness.session import Session, SessionConfig, session_inputs
-from hitrate.harness.transcript_log import StoredTranscriptError
-from hitrate.projection.lint import lint
-from hitrate.projection.project import Projector, ProjectionError
-from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
-from hitrate.store.ledger import Ledger, default_ledger_path
-from hitrate.store.prices import PriceTable
+
+# The agent, router and provider SDKs load when a command runs, not when `hitrate --help` lists it.
+if TYPE_CHECKING:
+    from hitrate.harness.agent import AgentLimits, AgentResult
+    from hitrate.harness.events import EventSink
+    from hitrate.harness.policy import Policy
+    from hitrate.harness.router import Route
+    from hitrate.harness.session import SessionConfig
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
@@ -89,6 +81,17 @@ def run_command(
     fresh and output, the hit ratio, cost, and why any call missed the cache. With --resume, TASK
     continues a recorded session and the summary counts all of its calls. Exit codes: 0 done, 1 a
     call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 130 cancelled."""
+    from hitrate.harness.agent import AgentLimits
+    from hitrate.harness.defaults import default_model
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
+    from hitrate.harness.resume import SessionNotResumable
+    from hitrate.harness.router import Router
+    from hitrate.harness.session import SessionConfig
+    from hitrate.harness.transcript_log import StoredTranscriptError
+    from hitrate.store.ledger import Ledger, default_ledger_path
+    from hitrate.store.prices import PriceTable
+
     ledger_path = db or default_ledger_path()
     stored_spec: str | None = None
     if resume is not None:
@@ -118,6 +121,10 @@ def run_command(
 
 def _resumable(ledger_path: Path, session_id: str) -> tuple[str | None, str | None]:
     """(model spec, workspace) a session to resume last used; exits with a message if it cannot be."""
+    from hitrate.harness.resume import SessionNotResumable, load_session
+    from hitrate.harness.transcript_log import StoredTranscriptError
+    from hitrate.store.ledger import Ledger
+
     if not ledger_path.is_file():
         _fail(f"no saved transcript for session {session_id}: there is no ledger at {ledger_path}")
     try:
@@ -133,6 +140,10 @@ def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | No
              resume: str | None = None) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
     ledger; the route is closed afterwards."""
+    from hitrate.harness.agent import Agent
+    from hitrate.harness.session import Session
+    from hitrate.store.ledger import Ledger, default_ledger_path
+
     with Ledger(ledger_path or default_ledger_path()) as ledger:
         try:
             if resume is None:
@@ -157,6 +168,15 @@ def lint_command(
 
     Flags volatile text in the cached head, per-run values in tool schemas, tool order, cache marks
     below the model's minimum or over the provider's limit. Exits 1 on an error-level finding."""
+    from hitrate.harness.defaults import default_model
+    from hitrate.harness.dynamic_context import workspace_context
+    from hitrate.harness.models import ModelSpecError, parse_model_spec
+    from hitrate.harness.router import rules_for
+    from hitrate.harness.session import session_inputs
+    from hitrate.projection.lint import lint
+    from hitrate.projection.project import Projector, ProjectionError
+    from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
+
     ws = _workspace(workspace)
     note = ""
     if model is None:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from hitrate.harness.cli import add_command
+from hitrate.harness.cli import add_command, require_extra
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +34,7 @@ def serve_command(
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Serve MODEL with an exact prefix cache: /v1/chat/completions, /v1/messages, /metrics."""
+    require_extra("local", "hitrate serve")
     from hitrate.engine.api import EngineError
     from hitrate.engine.runner import TransformersEngine
     from hitrate.engine.server import serve

@@ -8,11 +8,7 @@ from typing import NoReturn, Optional
 
 import typer
 
-from hitrate.harness.agent import AgentLimits
 from hitrate.harness.cli import add_command
-from hitrate.harness.defaults import default_model
-from hitrate.harness.models import ModelSpecError
-from hitrate.harness.session import SessionConfig
 
 EXIT_USAGE = 2
 
@@ -71,8 +67,13 @@ def tui_command(
 
     Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
     the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
-    # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
+    # Imported here so `hitrate --help` stays quick: Textual and the provider SDKs are only loaded
+    # for this command.
+    from hitrate.harness.agent import AgentLimits
+    from hitrate.harness.defaults import default_model
     from hitrate.harness.keepalive import KeepAliveConfig
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.session import SessionConfig
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
