@@ -75,7 +75,8 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
     if not shown:
         out.print(f"no calls recorded in {path}" + (f" since {since}" if since else ""))
         return
-    scope = f"{len(shown)} of {len(sessions)} sessions" if len(shown) < len(sessions) else f"{len(sessions)} sessions"
+    noun = "session" if len(sessions) == 1 else "sessions"
+    scope = f"{len(shown)} of {len(sessions)} {noun}" if len(shown) < len(sessions) else f"{len(sessions)} {noun}"
     out.print(f"ledger {path}: {scope}, newest first (UTC)", style="bold")
     table = _table()
     table.add_column("when", no_wrap=True)

@@ -70,11 +70,17 @@ def recent_sessions(ledger: Ledger, *, since: datetime | None = None, limit: int
             id=group.key,
             # The first call's time, so that each session sits under the day its calls are counted in.
             started_at=group.first_at or (record.started_at if record else None),
-            model=record.model if record else None,
+            # A session row is written with its first call; calls merged from elsewhere may lack one.
+            model=record.model if record else _model_of_calls(ledger, group.key),
             first_prompt=first_prompt(ledger, group.key),
             summary=group,
         ))  # fmt: skip
     return lines
+
+
+def _model_of_calls(ledger: Ledger, session_id: str) -> str | None:
+    calls = ledger.calls(session_id=session_id)
+    return calls[0].model if calls else None
 
 
 def resolve_session(ledger: Ledger, id_or_prefix: str) -> str:
