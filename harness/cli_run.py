@@ -168,6 +168,8 @@ def lint_command(
 
     Flags volatile text in the cached head, per-run values in tool schemas, tool order, cache marks
     below the model's minimum or over the provider's limit. Exits 1 on an error-level finding."""
+    from hitrate.harness.cli_format import table_width
+    from hitrate.harness.cli_lint import checked_line, report_lines, wrap
     from hitrate.harness.defaults import default_model
     from hitrate.harness.dynamic_context import workspace_context
     from hitrate.harness.models import ModelSpecError, parse_model_spec
@@ -200,15 +202,12 @@ def lint_command(
     except ProjectionError as exc:
         _fail(f"cannot build the prompt: {exc}")
     findings = lint(prompt, rules)
-    typer.echo(f"lint {ws} for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
-               f"{len(prompt.breakpoints)} cache mark(s)")
-    for f in findings:
-        where = f.section or "prompt"
-        if f.location:
-            where += f" {f.location}"
-        typer.echo(f"  {f.severity:<7} {f.code} [{where}] {f.message}")
-    if not findings:
-        typer.echo("  no findings")
+    width = table_width()
+    out = wrap(f"lint {ws} for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+               f"{len(prompt.breakpoints)} cache mark(s)", width)  # fmt: skip
+    out += wrap(checked_line(prompt, rules, [d.path for d in inputs.docs], len(inputs.tool_specs)), width)
+    out += report_lines(findings, rules, width) if findings else ["no findings: nothing in the cached head changes between runs."]
+    typer.echo("\n".join(out))
     errors = sum(1 for f in findings if f.severity == "error")
     sys.stdout.flush()
     raise typer.Exit(1 if errors else 0)
