@@ -121,8 +121,27 @@ def require_extra(extra: str, what: str) -> None:
         fail(f"{what} needs the '{extra}' extra ({', '.join(missing)} not installed): pip install 'hitrate[{extra}]'", 2)
 
 
+OPTIONAL_VALUE_OPTIONS = ("--resume",)
+"""Options whose value may be left out: `hitrate run --resume` alone lists the sessions to pick
+from. Click has no optional option values, so a bare one is passed on as `--resume=` (empty)."""
+
+
+def bare_options_as_empty(argv: list[str]) -> list[str]:
+    """argv with each option of OPTIONAL_VALUE_OPTIONS that has no value (last, or followed by
+    another option) written as `--option=`."""
+    out = []
+    for i, arg in enumerate(argv):
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in OPTIONAL_VALUE_OPTIONS and (following is None or following.startswith("-")):
+            out.append(arg + "=")
+        else:
+            out.append(arg)
+    return out
+
+
 def main() -> None:
     _register_all(app)
+    sys.argv = bare_options_as_empty(sys.argv)
     try:
         app()
     except Exception as exc:
