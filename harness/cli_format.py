@@ -89,19 +89,22 @@ def console(*, stderr: bool = False, file: TextIO | None = None, width: int | No
     )
 
 
-def shrink_to_fit(table: Table, columns: list[int], out: Console, *, floor: int = 8) -> None:
+def shrink_to_fit(table: Table, columns: list[int] | list[tuple[int, int]], out: Console, *, floor: int = 8) -> None:
     """Narrow the text columns `columns` (a model name, a prompt: shown cut with an ellipsis), in
-    that order, just enough for `table` to fit `out`'s width. Rich would otherwise squeeze every
-    column alike and cut the figures; the figures are what must stay whole."""
+    that order, just enough for `table` to fit `out`'s width; an entry may be (column, its floor).
+    Rich would otherwise squeeze every column alike and cut the figures; the figures are what must
+    stay whole."""
+    steps = [c if isinstance(c, tuple) else (c, floor) for c in columns]
+    flexible = {index for index, _ in steps}
     for i, other in enumerate(table.columns):
-        if i not in columns:
+        if i not in flexible:
             other.min_width = max([len(str(c)) for c in other._cells] + [len(str(other.header))])
-    for index in columns:
+    for index, least in steps:
         excess = out.measure(table, options=out.options.update_width(10_000)).maximum - out.width
         if excess <= 0:
             return
         target = table.columns[index]
-        natural = max([len(str(c)) for c in target._cells] + [len(str(target.header))])
-        target.max_width = max(floor, natural - excess)
+        natural = target.max_width or max([len(str(c)) for c in target._cells] + [len(str(target.header))])
+        target.max_width = max(least, natural - excess)
         target.no_wrap = True
         target.overflow = "ellipsis"

@@ -19,6 +19,8 @@ from hitrate.harness.cli_format import console, money, percent, shrink_to_fit, t
 from hitrate.harness.cli_sessions import SessionLine, short_id_length
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from hitrate.store.cost import UsageTotals
     from hitrate.store.ledger import GroupSummary
 
@@ -31,10 +33,17 @@ WHOLE_IDS_FROM = 150
 RATIO_LEGEND = "Σ-hit: Σread / Σ(read + write + fresh), all calls together; any-hit: share of calls that read from cache."
 
 
+def _unpriced(totals: UsageTotals) -> int:
+    """Calls that returned but have no price (a failed call has no cost to price)."""
+    return max(0, totals.unpriced_calls - totals.failed_calls)
+
+
 def _cost(totals: UsageTotals) -> str:
     """Money; a `*` marks a sum that leaves out unpriced calls (explained under the table)."""
+    if totals.cost_usd is None and totals.calls == totals.failed_calls:
+        return "-"
     text = money(totals.cost_usd)
-    if totals.cost_usd is not None and totals.unpriced_calls:
+    if totals.cost_usd is not None and _unpriced(totals):
         text += "*"
     return text
 
@@ -51,7 +60,7 @@ def _footnotes(all_totals: list[UsageTotals]) -> list[str]:
     notes = [RATIO_LEGEND]
     if any(t.failed_calls for t in all_totals):
         notes.append("n✗: calls that failed (recorded without usage).")
-    if any(t.cost_usd is not None and t.unpriced_calls for t in all_totals):
+    if any(t.cost_usd is not None and _unpriced(t) for t in all_totals):
         notes.append("*: some calls have no price; the cost is of the priced ones (`hitrate prices`).")
     unknown = defaultdict(int)
     for t in all_totals:
@@ -77,7 +86,7 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
         return
     noun = "session" if len(sessions) == 1 else "sessions"
     scope = f"{len(shown)} of {len(sessions)} {noun}" if len(shown) < len(sessions) else f"{len(sessions)} {noun}"
-    out.print(f"ledger {path}: {scope}, newest first (UTC)", style="bold")
+    out.print(f"{scope}, newest first (times in UTC)", style="bold")
     table = _table()
     table.add_column("when", no_wrap=True)
     table.add_column("session", no_wrap=True)
@@ -115,7 +124,7 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
             percent(t.hit_ratio) if t else "-",
             _cost(t) if t else "-",
         )
-    shrink_to_fit(table, [3, 2], out, floor=10)
+    shrink_to_fit(table, [(3, 18), (2, 10), (3, 10)], out)
     out.print(table)
     totals = [s.summary.totals for s in shown if s.summary]
     for note in _footnotes(totals):
@@ -123,6 +132,7 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
     if len(shown) < len(sessions):
         out.print(f"{len(sessions) - len(shown)} older session(s) not shown: --limit 0 shows all, --since narrows.", style="dim")
     out.print("Continue one: hitrate run --resume <session> \"…\" (a unique prefix of the id is enough).", style="dim")
+    _print_path(out, path)
 
 
 def _group_name(by: str, group: GroupSummary, id_length: int) -> str:
@@ -141,7 +151,7 @@ def _group_name(by: str, group: GroupSummary, id_length: int) -> str:
 def print_groups(by: str, groups: list[GroupSummary], path: Path) -> None:
     """One row per group: calls, token buckets, the two hit figures and cost."""
     out = console()
-    out.print(f"ledger {path} by {by}, newest first", style="bold")
+    out.print(f"calls by {by}, newest first", style="bold")
     table = _table()
     table.add_column(by, no_wrap=True, overflow="ellipsis")
     columns = ["calls", "fresh", "write", "read", "output", "Σ-hit", "any-hit", "cost"]
@@ -167,3 +177,9 @@ def print_groups(by: str, groups: list[GroupSummary], path: Path) -> None:
     out.print(table)
     for note in _footnotes([g.totals for g in groups]):
         out.print(note, style="dim")
+    _print_path(out, path)
+
+
+def _print_path(out: Console, path: Path) -> None:
+    # On a line of its own and never wrapped: a path is copied whole.
+    out.print(f"ledger: {path}", style="dim", soft_wrap=True)

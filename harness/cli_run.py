@@ -312,8 +312,9 @@ def lint_command(
         _fail(f"cannot build the prompt: {exc}")
     findings = lint(prompt, rules)
     width = table_width()
-    out = wrap(f"lint {ws} for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
                f"{len(prompt.breakpoints)} cache mark(s)", width)  # fmt: skip
+    out.append(f"workspace: {ws}")  # never wrapped: a path is copied whole
     out += wrap(checked_line(prompt, rules, [d.path for d in inputs.docs], len(inputs.tool_specs)), width)
     out += report_lines(findings, rules, width) if findings else ["no findings: nothing in the cached head changes between runs."]
     typer.echo("\n".join(out))
