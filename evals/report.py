@@ -472,3 +472,21 @@ def load_report(
 ) -> Report:
     with Ledger(db) as ledger:
         return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as)
+
+
+def headline(blocks: Sequence[Block]) -> str | None:
+    """One sentence a reader takes away: how much cheaper per passed task the cache-aware layout
+    was than the naive one, for the first model and cache mode that has both, e.g.
+    "cache-aware: 73% cheaper per passed task than naive". None without such a pair."""
+    by_key = {(b.key.model, b.key.cache_mode, b.key.policy, b.key.layout): b for b in blocks}
+    for b in blocks:
+        if b.key.layout != "cache-aware" or b.cost_per_passed_task_usd is None:
+            continue
+        naive = by_key.get((b.key.model, b.key.cache_mode, b.key.policy, "naive"))
+        if naive is None or not naive.cost_per_passed_task_usd:
+            continue
+        saving = 1 - b.cost_per_passed_task_usd / naive.cost_per_passed_task_usd
+        if saving >= 0:
+            return f"cache-aware: {saving:.0%} cheaper per passed task than naive"
+        return f"cache-aware: {-saving:.0%} dearer per passed task than naive"
+    return None

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from hitrate.evals.buckets import token_columns
 from hitrate.evals.pass_at import PassAtK
-from hitrate.evals.report import Block, Report
+from hitrate.evals.report import Block, Report, headline
 from hitrate.harness.cli_format import money
 
 TEMPLATE = "report.html.j2"
@@ -97,6 +97,9 @@ def tables(report: Report) -> Group:
     runs = ", ".join(f"{r.id}" + (f" ({r.label})" if r.label else "") for r in report.runs)
     priced = f"; costs {report.price_label}" if report.price_label else ""
     heading = Text(f"eval report: {runs}{priced}", style="bold")
+    lead = headline(report.blocks)
+    if lead:
+        heading.append(f"\n{lead}")
     models = {b.key.model for b in report.blocks}
     shared_model = next(iter(models)) if len(models) == 1 else None
 
@@ -208,4 +211,9 @@ def html(report: Report, *, picture_format: str = "svg") -> str:
         pass_at_row=pass_at_row,
         pass_at_text=pass_at_text,
         outcome_names=sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order),
+        headline=headline(report.blocks),
+        replay_note=REPLAY_NOTE if any(b.key.policy == "replay" for b in report.blocks) else None,
+        figure_notes=FIGURE_NOTES,
+        share=_share,
+        miss_share=_miss_share,
     )

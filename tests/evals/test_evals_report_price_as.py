@@ -141,7 +141,8 @@ def test_price_as_is_labelled_in_tables_html_and_pictures(ledger_path):
     figures = report_figures(report)
     assert [stem for stem, _, _ in figures] == ["cost_per_passed_task_vs_pass_rate", "calls_per_task"]
     for _, caption, fig in figures:
-        assert label in caption and label in fig.axes[0].get_title()
+        titles = fig.axes[0].get_title() + (fig._suptitle.get_text() if fig._suptitle else "")
+        assert label in caption and label in titles
     scatter = figures[0][2].axes[0]
     assert label in scatter.get_xlabel()
     assert len(scatter.containers) == 2  # the local run now has a cost per passed task: it is placed
