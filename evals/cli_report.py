@@ -42,6 +42,11 @@ def report_command(
         ),
     ] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data directory).")] = None,
+    prices: Annotated[
+        Optional[Path],
+        typer.Option("--prices", help="Price file for --price-as (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, "
+                     "the config file's `prices`, else the shipped prices). Without --price-as the ledger's own costs are shown."),
+    ] = None,
 ) -> None:
     """Report eval runs: pass rate, cost per passed task, tokens, cache hits and misses.
 
@@ -61,9 +66,12 @@ def report_command(
         _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if db is not None and not db.exists():
         _fail(console, f"ledger file {db} does not exist")
+    from hitrate.harness.price_source import PriceSourceError, price_table
+
     try:
-        report = load_report(db, run_ids, trajectory_task=task, price_as=price_as)
-    except ReportError as exc:
+        table = price_table(prices) if price_as is not None else None
+        report = load_report(db, run_ids, trajectory_task=task, price_as=price_as, price_table=table)
+    except (ReportError, PriceSourceError) as exc:
         _fail(console, str(exc))
     text = render(report, fmt, picture_format="png" if png else "svg")
     if out is None:

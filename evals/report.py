@@ -468,10 +468,11 @@ def _trajectory(groups: dict[ConfigKey, _Group], blocks: list[Block], wanted: st
 
 
 def load_report(
-    db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None, price_as: str | None = None
+    db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None, price_as: str | None = None,
+    price_table: PriceTable | None = None,
 ) -> Report:
     with Ledger(db) as ledger:
-        return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as)
+        return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as, price_table=price_table)
 
 
 def headline(blocks: Sequence[Block]) -> str | None:

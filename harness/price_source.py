@@ -12,6 +12,7 @@ every ledger row priced with it records, so a run priced from a file can be re-p
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tomllib
@@ -51,7 +52,17 @@ def configured_price_file(env: dict[str, str] | None = None) -> Path | None:
 
 
 def load_price_file(path: Path) -> PriceTable:
-    """A hitrate snapshot file as it is, or a LiteLLM file merged over the shipped snapshot."""
+    """A hitrate snapshot file as it is, or a LiteLLM file merged over the shipped snapshot.
+    Read once per file version: an eval's sessions share the parsed table."""
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError as exc:
+        raise PriceSourceError(f"cannot read price file {path}: {exc.strerror or exc}") from exc
+    return _load_price_file(path.resolve(), stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_price_file(path: Path, _mtime_ns: int) -> PriceTable:
     try:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text)
@@ -82,6 +93,11 @@ def merge_over_shipped(imported: PriceTable) -> PriceTable:
         description=f"{snapshot.description}, over the shipped snapshot {PriceTable.default().id}",
         models=[*snapshot.models, *kept],
     ))  # fmt: skip
+
+
+def configured_price_table() -> PriceTable:
+    """The configured file's table, else the shipped snapshot (no command-line file)."""
+    return price_table(None)
 
 
 def price_table(path: Path | None = None) -> PriceTable:
