@@ -72,6 +72,13 @@ def _footnotes(all_totals: list[UsageTotals]) -> list[str]:
     return notes
 
 
+def _model_name(model: str | None) -> str:
+    """A local model is recorded by its path; its folder name is what identifies it."""
+    if not model:
+        return "-"
+    return model.rstrip("/").rsplit("/", 1)[-1] if model.startswith("/") else model
+
+
 def _local_day(moment: datetime | None) -> str:
     return "-" if moment is None else moment.astimezone(timezone.utc).date().isoformat()
 
@@ -118,7 +125,7 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
         table.add_row(
             "  " + (line.started_at.astimezone(timezone.utc).strftime("%H:%M") if line.started_at else "-"),
             line.id[:id_length],
-            line.model or "-",
+            _model_name(line.model),
             line.first_prompt or "-",
             _calls(t) if t else "0",
             percent(t.hit_ratio) if t else "-",
@@ -141,6 +148,8 @@ def _group_name(by: str, group: GroupSummary, id_length: int) -> str:
     if group.key is None:
         return "(none)"
     name = group.key[:id_length] if by in ("session", "run", "task") else group.key
+    if by == "model":
+        name = _model_name(group.key)
     if group.label:
         name += f" {group.label}"
     if group.outcome:
