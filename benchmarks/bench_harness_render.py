@@ -21,7 +21,7 @@ from hitrate.harness.models import Quirks
 from hitrate.harness.session import session_inputs
 from hitrate.harness.wire_anthropic import render_messages_request
 from hitrate.harness.wire_openai_chat import render_chat_request
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock, ToolResultBlock, Transcript, UserMessage
 
@@ -47,7 +47,7 @@ def median_ms(samples: list[float]) -> float:
 def main() -> None:
     inputs = session_inputs(Path(tempfile.mkdtemp()))
     messages = build_transcript()
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=1024)
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=1024)
     projector = Projector(rules, session_id="bench")
     transcript = Transcript()
     quirks = Quirks(usage_dialect="openai", send_prompt_cache_key=True)

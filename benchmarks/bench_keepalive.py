@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hitrate.harness.keepalive import KeepAliveConfig, WarmContext, decide
 from hitrate.harness.session_inputs import session_inputs
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.prices import PriceTable
@@ -33,7 +33,7 @@ from hitrate.store.prices import PriceTable
 MODEL = "claude-sonnet-4-6"
 TTL_S = 300.0
 T0 = datetime(2026, 5, 4, 9, 0, tzinfo=timezone.utc)
-RULES = ProviderRules(family="anthropic", min_cacheable_tokens=0)
+RULES = CacheRules(family="anthropic", min_cacheable_tokens=0)
 
 
 USERS = {"reads diffs": (0.55, 0.30), "comes and goes": (0.55, 0.05)}

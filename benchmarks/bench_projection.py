@@ -15,7 +15,7 @@ import time
 
 from pydantic import BaseModel
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector, SystemPrompt, project
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import (
@@ -35,7 +35,7 @@ class PathArgs(BaseModel):
 
 TOOLS = [ToolSpec.from_args_model(f"tool_{i:02d}", f"Tool number {i}.", PathArgs) for i in range(12)]
 SYSTEM = SystemPrompt(template="You are {{ name }}.\n" + "Follow the rules.\n" * 40, variables={"name": "hitrate"})
-RULES = ProviderRules(family="anthropic", min_cacheable_tokens=1024)
+RULES = CacheRules(family="anthropic", min_cacheable_tokens=1024)
 
 
 def make_round(i: int) -> tuple[AssistantMessage, UserMessage]:

@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 
 from hitrate.harness.session import Session
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
+from hitrate.projection.epochs import head_changes
 from hitrate.projection.canonical import TokenCounter, canonical_json, chain_hash, estimate_tokens
 from hitrate.projection.docs import ProjectDoc, render_docs
 from hitrate.projection.project import SystemPrompt, check_request
@@ -69,7 +70,7 @@ class NaiveAssembler:
 
     def __init__(
         self,
-        rules: ProviderRules,
+        rules: CacheRules,
         *,
         session_id: str | None = None,
         clock: Clock = _utc_now,
@@ -83,6 +84,7 @@ class NaiveAssembler:
         self._count = token_counter
         self._epochs: list[Epoch] = []
         self._identity: str | None = None
+        self._last: tuple[str, tuple[str, str, str]] | None = None
 
     @property
     def epochs(self) -> tuple[Epoch, ...]:
@@ -92,21 +94,23 @@ class NaiveAssembler:
         # An epoch is a stretch with one model, tool set, system template and docs. The environment
         # block is left out on purpose: it changes on every request, which is the layout's point,
         # not a change of configuration.
-        identity = chain_hash(
-            "0" * 64, canonical_json([model, [t.model_dump(mode="json") for t in tools], template, docs]).encode("utf-8")
-        )
+        dumped = [t.model_dump(mode="json") for t in tools]
+        identity = chain_hash("0" * 64, canonical_json([model, dumped, template, docs]).encode("utf-8"))
+        head = (canonical_json(dumped), template, docs)
         if self._identity == identity and self._epochs:
             return self._epochs[-1], False
-        described = "session start" if not self._epochs else "model, tools, system prompt or docs changed"
+        changes, parts = head_changes(self._last[0], model, self._last[1], head, chained=False) if self._last else ([], [])
+        described = "; ".join(parts) if parts else "session start"
         epoch = Epoch(
             number=len(self._epochs),
             reason=f"{reason}: {described}" if reason else described,
-            changes=(),
+            changes=tuple(changes),
             model=model,
             head_hash=identity,
         )
         self._epochs.append(epoch)
         self._identity = identity
+        self._last = (model, head)
         return epoch, True
 
     def project(
@@ -118,7 +122,7 @@ class NaiveAssembler:
         transcript: Transcript,
         docs: Sequence[ProjectDoc] | str = (),
         context: Mapping[str, str] | None = None,
-        rules: ProviderRules | None = None,
+        rules: CacheRules | None = None,
         epoch_reason: str | None = None,
     ) -> Prompt:
         """The next request in the naive layout; same arguments as `Projector.project`."""

@@ -1,6 +1,8 @@
 """The bundled engine's radix prefix cache, replayed over recorded requests.
 
-The engine matches token ids, not hashes. Requests recorded with their real token ids are replayed
+The family is `projection.caching.prefix_server` (no clock, free reads and writes); this module
+plugs the engine's own index into it, so the replay has the engine's pool and eviction. The engine
+matches token ids, not hashes. Requests recorded with their real token ids are replayed
 as they are; otherwise each section becomes a run of pseudo token ids derived from its chained hash
 (`tokens` ids long), so two requests share pseudo ids exactly where they share sections. The same
 `RadixCache` the engine serves from does the matching and the LRU eviction, with a pool of
@@ -15,7 +17,9 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.engine.radix import RadixCache
-from hitrate.evals.sim_types import Predicted, SimRequest, billed, in_order
+from hitrate.evals.sim_types import Predicted, SimRequest, replay
+from hitrate.projection.caching.prefix_server import PrefixServerCache
+from hitrate.projection.caching.requests import CacheRequest
 
 
 class LocalSimConfig(BaseModel):
@@ -27,7 +31,7 @@ class LocalSimConfig(BaseModel):
     """Tokens per KV page; matches round down to whole pages."""
 
 
-def pseudo_token_ids(request: SimRequest) -> list[int]:
+def pseudo_token_ids(request: CacheRequest) -> list[int]:
     """Token ids for the radix tree: the recorded ones, or one run per section seeded by its hash.
 
     A run starts at a 60-bit value taken from the section's chained hash, so sections that differ
@@ -42,25 +46,22 @@ def pseudo_token_ids(request: SimRequest) -> list[int]:
     return ids
 
 
-class LocalSimulator:
+class RadixMatcher:
+    """The engine's radix cache as a prefix-server family's index."""
+
     def __init__(self, config: LocalSimConfig) -> None:
-        self.config = config
         pages = max(1, config.pool_tokens // config.page_size)
         self.cache = RadixCache(pages, config.page_size)
 
-    def run(self, requests: Sequence[SimRequest]) -> list[Predicted]:
-        return [self.step(r) for r in in_order(requests)]
-
-    def step(self, request: SimRequest) -> Predicted:
+    def __call__(self, request: CacheRequest) -> int:
         ids = pseudo_token_ids(request)
         # Salted by model: a different model's KV is useless even for identical tokens.
         lease = self.cache.begin(ids, salt=request.model)
         matched = lease.matched
         self.cache.finish(lease, ids)
-        note = f"read {matched}" if matched else "miss: no cached prefix"
-        return Predicted(request, billed(len(ids) - matched, matched, request.output_tokens), note)
+        return matched
 
 
 def simulate_local(requests: Sequence[SimRequest], config: LocalSimConfig | None = None) -> list[Predicted]:
     """Predicted buckets for each request (in start order) on the local engine's radix cache."""
-    return LocalSimulator(config or LocalSimConfig()).run(requests)
+    return replay(PrefixServerCache(RadixMatcher(config or LocalSimConfig())), requests)

@@ -21,7 +21,7 @@ from hitrate.evals.sim_deepseek import DeepSeekSimConfig, simulate_deepseek
 from hitrate.evals.sim_local import LocalSimConfig, simulate_local
 from hitrate.evals.sim_naive import Volatility, naive_requests
 from hitrate.evals.sim_openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
-from hitrate.evals.sim_types import Predicted, SimCall, SimMark, SimRequest, SimSection
+from hitrate.evals.sim_types import Predicted, SimCall, SimRequest, SimSection
 from hitrate.store.cost import UsageTotals, aggregate, cost
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import ModelPrice, PriceTable, UnknownModelError
@@ -281,20 +281,8 @@ def request_from_call(call: CallRecord) -> SimRequest:
         started_at=call.started_at,
         ttft_s=call.ttft_s,
         latency_s=call.latency_s,
-        sections=tuple(
-            SimSection(
-                kind=s.kind,
-                index=s.index,
-                hash=s.hash,
-                tokens=s.tokens,
-                role=s.role,
-                block_tokens=tuple(s.block_tokens),
-                positions=tuple(s.positions),
-                markable=tuple(s.markable),
-                marks=tuple(SimMark(block=m.block, ttl=m.ttl) for m in s.marks),
-            )
-            for s in call.sections
-        ),
+        # The stored sections are the cache's own view of the request (see harness.call_sections).
+        sections=tuple(SimSection.model_validate(s.model_dump()) for s in call.sections),
         output_tokens=call.usage.output or 0,
         actual=call.usage,
         actual_cost_usd=call.cost_usd,

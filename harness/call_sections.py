@@ -1,33 +1,17 @@
 """A projection `Prompt` as the per-section facts the ledger stores for what-if replay.
 
 The session records these on every call (`CallRecord.sections`); the evals what-if reads them back.
+They are the cache's own view of the prompt (`projection.cache_view.cache_request`), stored.
 """
 
 from __future__ import annotations
 
+from hitrate.projection.cache_view import cache_request
 from hitrate.projection.prompt import Prompt
-from hitrate.store.records import CallSection, SectionMark
+from hitrate.store.records import CallSection
 
 
 def call_sections(prompt: Prompt) -> list[CallSection]:
     """Kind, index, chained hash, tokens, per-block tokens / lookback positions / markability, and
     the marks placed, for each section of `prompt`."""
-    marks: dict[int, list[SectionMark]] = {}
-    for bp in prompt.breakpoints:
-        section = prompt.sections[bp.section]
-        # Breakpoints on messages count blocks within the message; the ledger counts within the section.
-        marks.setdefault(bp.section, []).append(SectionMark(block=bp.block_index - section.block_start, ttl=bp.ttl))
-    return [
-        CallSection(
-            kind=s.kind,
-            index=s.index,
-            hash=s.hash,
-            tokens=s.tokens,
-            role=prompt.messages[s.message_index].role if s.message_index is not None else None,
-            block_tokens=list(s.block_tokens),
-            positions=list(s.block_positions),
-            markable=list(s.markable),
-            marks=marks.get(i, []),
-        )
-        for i, s in enumerate(prompt.sections)
-    ]
+    return [CallSection.model_validate(section.model_dump()) for section in cache_request(prompt).sections]

@@ -15,23 +15,12 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from hitrate.harness.summary import EpochLine
+from hitrate.projection.epochs import head_changes
 from hitrate.projection.prompt import Prompt
 from hitrate.store.records import CallRecord
 
 HEAD_SECTIONS = 3
 """tools, system, docs: the first three hashes of every call row."""
-
-_HEAD_PARTS = (("tools", "tools changed"), ("system", "system prompt changed"), ("docs", "project docs changed"))
-
-
-def _head_change(before: Sequence[str], after: Sequence[str]) -> tuple[str, str] | None:
-    """(part, description) of the first head section that differs; the hashes are chained, so the
-    sections after it differ too."""
-    for (part, text), a, b in zip(_HEAD_PARTS, before, after):
-        if a != b:
-            return part, text
-    return None
-
 
 @dataclass(frozen=True)
 class EpochView:
@@ -66,12 +55,7 @@ class SessionEpochs:
         for index, call in enumerate(calls, start=1):
             call_head = tuple(call.section_hashes[:HEAD_SECTIONS])
             if len(call_head) == HEAD_SECTIONS:
-                parts = []
-                if model is not None and call.model != model:
-                    parts.append(f"model {model} -> {call.model}")
-                changed = _head_change(head, call_head) if model is not None else None
-                if changed:
-                    parts.append(changed[1])
+                parts = head_changes(model, call.model, head, call_head, chained=True)[1] if model is not None else []
                 if model is None or parts:
                     epochs.lines.append(
                         EpochLine(
@@ -95,14 +79,9 @@ class SessionEpochs:
             model, head = self._resumed
             self._resumed = None
             count = len(self.lines)
-            changes, parts = [], []
-            if prompt.model != model:
-                changes.append("model")
-                parts.append(f"model {model} -> {prompt.model}")
-            changed = _head_change(head, prompt.section_hashes()[:HEAD_SECTIONS])
-            if changed:
-                changes.append(changed[0])
-                parts.append(f"{changed[1]} since the session was saved")
+            changes, parts = head_changes(model, prompt.model, head, prompt.section_hashes()[:HEAD_SECTIONS], chained=True)
+            if changes and changes[-1] != "model":
+                parts[-1] += " since the session was saved"
             if not changes:
                 self._base = count - 1 - prompt.epoch.number
                 return EpochView(count - 1, False, "", [])

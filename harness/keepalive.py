@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.harness.keepalive_call import KEEPALIVE_KIND, warm_output_tokens
-from hitrate.projection.breakpoints import ProviderRules
-from hitrate.projection.prompt import TTL_SECONDS, Prompt
+from hitrate.projection.cache_view import cache_request
+from hitrate.projection.caching import CacheRules, family_for
+from hitrate.projection.prompt import Prompt
 from hitrate.store.cost import cost
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord
@@ -104,7 +105,7 @@ class WarmContext(BaseModel):
     provider: str
     """The model spec's provider (anthropic, openai, deepseek, gemini, local, openai-compat)."""
     model: str
-    rules: ProviderRules
+    rules: CacheRules
     prompt: Prompt | None = None
     """The last request that returned; None before any did."""
     prompt_tokens: int | None = None
@@ -184,43 +185,32 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 3600:g}h" if seconds >= 3600 and seconds % 3600 == 0 else f"{seconds / 60:.0f}m"
 
 
-def no_ttl_reason(family: str, provider: str) -> str | None:
-    """Why a warm-up can never help this backend's cache; None where it can."""
-    if family == "deepseek":
-        return "DeepSeek keeps prefix units on disk for hours to days: there is no TTL to beat"
-    if family == "local":
-        return "the local engine's prefix cache is evicted by memory pressure, not by a clock: nothing to warm"
-    if family == "openai_compat":
-        if provider == "gemini":
-            return "Gemini's implicit cache documents no lifetime: a warm-up cannot be timed"
-        return "this server's prefix cache is evicted by memory pressure, not by a clock: nothing to warm"
-    return None
-
-
-def cache_entries(prompt: Prompt, rules: ProviderRules, prompt_tokens: int | None, prices: PriceTable) -> list[CacheEntry]:
+def cache_entries(prompt: Prompt, rules: CacheRules, prompt_tokens: int | None, prices: PriceTable) -> list[CacheEntry]:
     """The entries `prompt` left in the cache, shortest prefix first, in provider tokens."""
     scale = prompt_tokens / prompt.total_tokens if prompt_tokens and prompt.total_tokens else 1.0
-    if rules.family in ("anthropic", "openai_breakpoints"):
+    family = family_for(rules)
+    if rules.places_marks:
         price = prices.find(prompt.model)
         billed = price.writes_billed if price is not None else True
         entries = [
             CacheEntry(
-                tokens=round(mark.prefix_tokens * scale),
-                ttl_s=float(TTL_SECONDS[mark.ttl]),
-                label=mark.ttl,
-                write_bucket=f"cache_write_{mark.ttl}" if billed else None,
+                tokens=round(entry.tokens * scale),
+                ttl_s=entry.ttl_s or 0.0,
+                label=entry.ttl_class or "",
+                write_bucket=f"cache_write_{entry.ttl_class}" if billed else None,
             )
-            for mark in prompt.breakpoints
+            for entry in family.entries_left(cache_request(prompt), ())
         ]
         return sorted(entries, key=lambda e: e.tokens)
-    if rules.family == "openai_implicit" and rules.implicit_ttl_seconds:
+    lifetime = family.lifetime()
+    if family.warming_blocked() is None and lifetime is not None and lifetime.guaranteed_s:
         # Automatic prefix caching: the whole prompt, in whole steps of the hit granularity;
         # nothing below the minimum. Writes are free: a lost prefix is paid as fresh input.
         total = prompt_tokens or prompt.total_tokens
         tokens = total - total % rules.prefix_granularity
         if tokens <= 0 or tokens < rules.min_cacheable_tokens:
             return []
-        return [CacheEntry(tokens=tokens, ttl_s=float(rules.implicit_ttl_seconds), label="5-10m idle", write_bucket=None)]
+        return [CacheEntry(tokens=tokens, ttl_s=float(lifetime.guaranteed_s), label=lifetime.label, write_bucket=None)]
     return []
 
 
@@ -272,7 +262,7 @@ def decide(context: WarmContext, now: datetime, config: KeepAliveConfig, prices:
     """Warm, wait, skip or off for the cached prefix of `context` at `now` (timezone-aware). Pure."""
     if now.tzinfo is None:
         raise ValueError("keep-alive decisions need a timezone-aware time")
-    no_ttl = no_ttl_reason(context.rules.family, context.provider)
+    no_ttl = family_for(context.rules).warming_blocked()
     if no_ttl is not None:
         return KeepAliveDecision(action="skip", reason=no_ttl)
     prompt, anchor = context.prompt, context.refreshed_at
@@ -381,7 +371,7 @@ def warm_context(session: "Session") -> WarmContext:
     # The explanation rules say how the backend really caches: the local engine plans marks the
     # Anthropic way but keeps prefixes in an LRU pool, with no clock to beat.
     rules = route.explain_rules
-    marks = rules.family in ("anthropic", "openai_breakpoints")
+    marks = rules.places_marks
     return WarmContext(
         provider=route.spec.provider,
         model=route.model,

@@ -23,7 +23,9 @@ from pydantic import BaseModel, ConfigDict
 from hitrate.harness.epochs import HEAD_SECTIONS
 from hitrate.harness.models import ModelSpecError, parse_model_spec
 from hitrate.harness.transcript_log import KIND_MODEL, KIND_USER, StoredTranscript, StoredTranscriptError, read_transcript
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.cache_view import session_so_far
+from hitrate.projection.caching import CacheRules, family_for
+from hitrate.projection.caching.family import CacheState
 from hitrate.projection.docs import ProjectDoc
 from hitrate.projection.explain import MissExplanation, explain_miss
 from hitrate.projection.project import Projector, SystemPrompt
@@ -79,15 +81,6 @@ def spec_labels(specs: Sequence[str | None]) -> dict[str, str]:
     return labels
 
 
-def last_model_spec(ledger: Ledger, session_id: str) -> str | None:
-    """The model spec a stored session last used; None when unknown or there is no such session."""
-    try:
-        stored = load_session(ledger, session_id)
-    except (SessionNotResumable, StoredTranscriptError):
-        return None
-    return stored.stored.model_spec or stored.record.model_spec
-
-
 @dataclass(frozen=True)
 class PreviousRequest:
     """The last request that returned, to explain the next one's cache outcome against."""
@@ -103,7 +96,7 @@ def previous_request(
     transcript: Transcript,
     call: CallRecord,
     *,
-    rules: ProviderRules,
+    rules: CacheRules,
     session_id: str,
     tools: Sequence[ToolSpec],
     system: SystemPrompt | str,
@@ -150,10 +143,17 @@ def previous_request(
 
 
 def explain_against(
-    previous: PreviousRequest | None, prompt: Prompt, *, started_at: datetime, rules: ProviderRules, usage: Usage
+    previous: PreviousRequest | None,
+    prompt: Prompt,
+    *,
+    started_at: datetime,
+    rules: CacheRules,
+    usage: Usage,
+    cache: CacheState | None = None,
 ) -> MissExplanation:
     """The cache outcome of `prompt` (sent at `started_at`, answered with `usage`) against the
-    previous request of its session (`explain_miss`). A prefix change inside sections known only by
+    previous request of its session (`explain_miss`), stepping `cache` (the session's cache state,
+    see `session_cache`) with it. A prefix change inside sections known only by
     their stored hash is labelled without a line or path."""
     explanation = explain_miss(
         previous.prompt if previous is not None else None,
@@ -164,6 +164,8 @@ def explain_against(
         rules=rules,
         reported_cache_read=usage.cache_read,
         reported_prompt_tokens=usage.prompt_tokens,
+        cache=cache,
+        started_at=started_at,
     )
     if previous is None or previous.unknown_from is None or explanation.reason != "prefix_changed":
         return explanation
@@ -174,6 +176,16 @@ def explain_against(
     return explanation.model_copy(
         update={"label": f"prefix_changed({where}, {UNKNOWN_PATH})", "path": UNKNOWN_PATH, "detail": f"{where} {UNKNOWN_PATH}"}
     )
+
+
+def session_cache(rules: CacheRules, previous: PreviousRequest | None) -> CacheState:
+    """A fresh cache of the rules' family holding what the session's requests so far left in it,
+    as far as the last request shows them (after a resume or a model switch, that is all we know)."""
+    cache = family_for(rules).cache()
+    if previous is not None:
+        for request in session_so_far(previous.prompt, started_at=previous.started_at.timestamp()):
+            cache.step(request)
+    return cache
 
 
 class ResumableSession(BaseModel):

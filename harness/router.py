@@ -22,7 +22,7 @@ from hitrate.harness.wire_anthropic import AnthropicBackend
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend
 from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
 from hitrate.harness.wire_types import Backend
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules, family_of_mechanism
 from hitrate.store.prices import PriceTable
 
 
@@ -36,9 +36,9 @@ class Route:
 
     spec: ModelSpec
     backend: Backend
-    rules: ProviderRules
+    rules: CacheRules
     """Rules the projection plans cache marks with."""
-    explain_rules: ProviderRules
+    explain_rules: CacheRules
     """Rules misses are explained with (differs from `rules` only for the local engine)."""
     local: LocalEngineServer | None = None
     _closed: bool = field(default=False, repr=False)
@@ -65,7 +65,7 @@ class Route:
             self.local.stop()
 
 
-def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[ProviderRules, ProviderRules]:
+def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRules, CacheRules]:
     """(planning rules, explanation rules) for a spec."""
     table = table or PriceTable.default()
     entry = table.find(spec.model)
@@ -73,24 +73,29 @@ def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[Provide
     if spec.wire == "local_engine":
         # The engine's radix cache matches any prefix (explained as "local"), but marks are still
         # planned Anthropic-style and sent as cache_control: the engine pins those prefixes.
-        return ProviderRules(family="anthropic", min_cacheable_tokens=0), ProviderRules(family="local")
+        return CacheRules(family="anthropic", min_cacheable_tokens=0), CacheRules(family="local")
     if spec.wire == "anthropic_messages":
         # A model missing from the table (or an Anthropic-compatible gateway) gets marks at any length:
         # a mark below the real minimum costs nothing, it just does not cache.
-        rules = ProviderRules(family="anthropic", min_cacheable_tokens=minimum)
+        rules = CacheRules(family="anthropic", min_cacheable_tokens=minimum)
         return rules, rules
     dialect = spec.quirks.usage_dialect
     if dialect == "openai":
-        if entry is not None and entry.cache_mechanism == "openai_breakpoints":
-            rules = ProviderRules(family="openai_breakpoints", min_cacheable_tokens=minimum)
+        # GPT-5.6+ has exact-match breakpoints; older models (and unknown ones) the automatic prefix cache.
+        family = family_of_mechanism(entry.cache_mechanism) if entry is not None else None
+        if family == "openai_breakpoints":
+            rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=minimum)
         else:
-            rules = ProviderRules(family="openai_implicit", min_cacheable_tokens=minimum or 1024)
+            rules = CacheRules(family="openai_implicit", min_cacheable_tokens=minimum or 1024)
         return rules, rules
     if dialect == "deepseek":
-        rules = ProviderRules(family="deepseek", min_cacheable_tokens=minimum)
+        rules = CacheRules(family="deepseek", min_cacheable_tokens=minimum)
         return rules, rules
-    # Gemini's implicit cache and self-hosted servers' prefix caches: the layout alone decides.
-    rules = ProviderRules(family="openai_compat", min_cacheable_tokens=minimum)
+    if dialect == "gemini_openai":
+        rules = CacheRules(family="gemini", min_cacheable_tokens=minimum)
+        return rules, rules
+    # Self-hosted servers' prefix caches: the layout alone decides.
+    rules = CacheRules(family="openai_compat", min_cacheable_tokens=minimum)
     return rules, rules
 
 

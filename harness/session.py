@@ -48,6 +48,7 @@ from hitrate.harness.resume import (
     PreviousRequest,
     SessionNotResumable,
     explain_against,
+    session_cache,
     load_session,
     previous_request,
     spec_labels,
@@ -59,6 +60,8 @@ from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
 from hitrate.harness.wire_types import CallError, CallResult
+from hitrate.projection.caching import CacheRules
+from hitrate.projection.caching.family import CacheState
 from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
@@ -209,6 +212,8 @@ class Session(SessionRecording):
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
         self._previous: PreviousRequest | None = None
         """The last request that returned, to explain the next one's misses."""
+        self._cache: tuple[CacheRules, CacheState] | None = None
+        """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
 
     # ------------------------------------------------------------------ state
@@ -403,7 +408,12 @@ class Session(SessionRecording):
         return record
 
     def _explain(self, prompt: Prompt, result: CallResult, started_at: datetime) -> MissExplanation:
-        return explain_against(self._previous, prompt, started_at=started_at, rules=self.route.explain_rules, usage=result.usage)
+        rules = self.route.explain_rules
+        if self._cache is None or self._cache[0] != rules:
+            self._cache = (rules, session_cache(rules, self._previous))
+        return explain_against(
+            self._previous, prompt, started_at=started_at, rules=rules, usage=result.usage, cache=self._cache[1]
+        )
 
     # ------------------------------------------------------------------ tools
 

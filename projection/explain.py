@@ -14,20 +14,27 @@ prefixes on their own, along its whole prefix). The explanation takes the longes
     unknown           nothing above applies, yet the provider reported less than expected
     hit               the expected read happened (or, with no usage reported, would happen)
 
+The cache family (`projection.caching`) does the counting: the previous request, and the earlier
+requests of its session as far as it shows them, are stepped through a fresh cache of the family,
+then this request; what that step reads is the expected read. The family also says which entries
+the previous requests left and whether this request's marks reach each one, which names the miss.
+
 Token counts here are the projection's estimates; when the provider's own prompt count is given,
 they are scaled to it before comparing with the reported cache read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hitrate.projection.breakpoints import ProviderRules, request_ends
+from hitrate.projection.cache_view import cache_request, earlier_request_ends, session_so_far
+from hitrate.projection.caching import CacheRules, Entry, family_for
+from hitrate.projection.caching.family import CacheState
 from hitrate.projection.diffpath import section_difference
-from hitrate.projection.prompt import TTL_SECONDS, Prompt, SectionKind
+from hitrate.projection.prompt import Prompt, SectionKind
 
 MissReason = Literal[
     "hit",
@@ -60,15 +67,6 @@ class MissExplanation(BaseModel):
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class _Entry:
-    section: int
-    block_index: int
-    tokens: int
-    position: int
-    ttl_seconds: float | None
-
-
 def _first_difference(previous: Prompt, current: Prompt) -> int:
     """Index of the first section whose chained hash differs (binary search: the chain agrees on a
     prefix and disagrees from then on). Equals the shorter length when one extends the other."""
@@ -82,37 +80,6 @@ def _first_difference(previous: Prompt, current: Prompt) -> int:
     return lo
 
 
-def _entries(previous: Prompt, rules: ProviderRules) -> list[_Entry]:
-    """Cache entries the previous request left, longest last, before any minimum is applied."""
-    family = rules.family
-    if family in ("anthropic", "openai_breakpoints"):
-        return [
-            _Entry(b.section, b.block_index, b.prefix_tokens, b.position, TTL_SECONDS[b.ttl]) for b in previous.breakpoints
-        ]
-    ttl = rules.implicit_ttl_seconds
-    sections = previous.sections
-    if family == "deepseek":
-        # Prefix units are saved at the end of each request's input: earlier request ends and this one.
-        ends = sorted({si for si, _ in request_ends(sections, previous.messages)} | {len(sections) - 1})
-        return [_Entry(si, -1, sections[si].prefix_tokens, sections[si].position_end, ttl) for si in ends]
-    # Automatic prefix caches (OpenAI <= 5.5, vLLM/SGLang, the local engine) match any prefix;
-    # OpenAI <= 5.5 only in whole multiples of its granularity.
-    g = rules.prefix_granularity
-    return [
-        _Entry(si, -1, (s.prefix_tokens // g) * g, s.position_end, ttl)
-        for si, s in enumerate(sections)
-        if s.tokens > 0
-    ]
-
-
-def _cacheable(prompt: Prompt, rules: ProviderRules) -> int:
-    if rules.places_marks:
-        tokens = max((b.prefix_tokens for b in prompt.breakpoints), default=0)
-    else:
-        tokens = (prompt.total_tokens // rules.prefix_granularity) * rules.prefix_granularity
-    return tokens if tokens >= rules.min_cacheable_tokens else 0
-
-
 def explain_miss(
     previous: Prompt | None,
     current: Prompt,
@@ -120,10 +87,12 @@ def explain_miss(
     seconds_since_previous: float,
     previous_model: str,
     current_model: str,
-    rules: ProviderRules,
+    rules: CacheRules,
     reported_cache_read: int | None,
     reported_prompt_tokens: int | None = None,
     tolerance: float = 0.1,
+    cache: CacheState | None = None,
+    started_at: datetime | None = None,
 ) -> MissExplanation:
     """Label the current request's cache outcome against the previous request of the session.
 
@@ -131,7 +100,12 @@ def explain_miss(
     (cache lifetimes count from a request's start). `reported_cache_read` is the provider's cache-read
     count, None when it did not report one (the label is then a prediction). `reported_prompt_tokens`
     (the provider's total prompt count) calibrates the projection's token estimates.
+
+    `cache` is the session's cache state before this request (a `family.cache()` stepped with every
+    earlier request); it is stepped with this one, sent at `started_at`. Without it, a fresh cache
+    is stepped with what `previous` shows of the session.
     """
+    family = family_for(rules)
     scale = 1.0
     if reported_prompt_tokens and current.total_tokens:
         scale = reported_prompt_tokens / current.total_tokens
@@ -144,8 +118,20 @@ def explain_miss(
         # Estimates are approximate: count a read within `tolerance` (plus one rounding step) as full.
         return read is not None and read > 0 and read >= scaled(tokens) * (1 - tolerance) - rules.prefix_granularity
 
+    # What this request reads by the family's rules: the session's cache stepped with it.
+    if cache is not None:
+        when = started_at or datetime.now(timezone.utc)
+        current_view = cache_request(current, started_at=when, model=current_model)
+    else:
+        current_view = cache_request(current, started_at=seconds_since_previous, model=current_model)
+        cache = family.cache()
+        if previous is not None:
+            for request in session_so_far(previous, started_at=0.0, model=previous_model):
+                cache.step(request)
+    expected = cache.step(current_view).read
+
     if previous is None:
-        cacheable = _cacheable(current, rules)
+        cacheable = family.cacheable(current_view)
         if read and reached(cacheable):
             return MissExplanation(reason="hit", label="hit", expected_read=read, detail="read an entry from outside this session")
         # A partial read (e.g. another session's entry covering only the chat template's opening
@@ -157,7 +143,8 @@ def explain_miss(
             reason="cold", label="cold", tokens_missed=max(0, scaled(cacheable) - (read or 0)), detail=detail
         )
 
-    all_entries = _entries(previous, rules)
+    previous_view = cache_request(previous, model=previous_model)
+    all_entries = family.entries_left(previous_view, earlier_request_ends(previous))
     entries = [e for e in all_entries if e.tokens >= rules.min_cacheable_tokens and e.tokens > 0]
     ideal = max(entries, key=lambda e: e.tokens, default=None)
 
@@ -168,7 +155,8 @@ def explain_miss(
         return MissExplanation(
             reason="model_changed",
             label="model_changed",
-            tokens_missed=max(0, lost - (read or 0)),
+            tokens_missed=max(0, lost - (read if read is not None else scaled(expected))),
+            expected_read=scaled(expected),
             detail=f"{previous_model} -> {current_model}: caches are per model",
         )
 
@@ -176,8 +164,8 @@ def explain_miss(
 
     if ideal is None:
         common = previous.sections[first_diff - 1].prefix_tokens if first_diff > 0 else 0
-        if read:
-            return MissExplanation(reason="hit", label="hit", expected_read=read)
+        if read or (read is None and expected):
+            return MissExplanation(reason="hit", label="hit", expected_read=read or scaled(expected))
         if rules.places_marks and not previous.breakpoints and previous.total_tokens >= rules.min_cacheable_tokens:
             return MissExplanation(
                 reason="breakpoint_budget",
@@ -192,30 +180,26 @@ def explain_miss(
             detail=f"the previous prefix was below the {rules.min_cacheable_tokens}-token minimum, so nothing was cached",
         )
 
-    current_marks = current.breakpoints[-rules.searched_marks :] if rules.family == "openai_breakpoints" else current.breakpoints
-
-    def status(entry: _Entry) -> str:
+    def status(entry: Entry) -> str:
         if entry.section >= first_diff:
             return "prefix_changed"
-        if rules.family == "anthropic":
-            if not any(0 <= m.position - entry.position <= rules.lookback for m in current.breakpoints):
-                return "breakpoint_budget" if len(current.breakpoints) >= rules.max_marks else "lookback_exceeded"
-        elif rules.family == "openai_breakpoints":
-            # Exact match only: the entry is found only where a searched mark sits on the same block.
-            if not any((m.section, m.block_index) == (entry.section, entry.block_index) for m in current_marks):
-                return "breakpoint_budget"
-        if entry.ttl_seconds is not None and seconds_since_previous > entry.ttl_seconds:
+        reach = family.reach(entry, current_view)
+        if reach != "ok":
+            return reach
+        if entry.ttl_s is not None and seconds_since_previous > entry.ttl_s:
             return "ttl_expired"
         return "ok"
 
     why = status(ideal)
-    expected = max((e.tokens for e in entries if status(e) == "ok"), default=0)
+    # The longest prefix this request could have read: the previous request's longest entry, or an
+    # older entry of the session that the cache still holds (e.g. after a change was undone).
+    best = max(ideal.tokens, expected)
 
     if read is not None:
-        if reached(ideal.tokens):
-            return MissExplanation(reason="hit", label="hit", expected_read=scaled(ideal.tokens))
-        missed = max(0, scaled(ideal.tokens) - read)
-        if why == "ok":
+        if reached(best):
+            return MissExplanation(reason="hit", label="hit", expected_read=scaled(best))
+        missed = max(0, scaled(best) - read)
+        if why == "ok" or expected >= ideal.tokens:
             return MissExplanation(
                 reason="unknown",
                 label="unknown",
@@ -224,7 +208,7 @@ def explain_miss(
                 detail=f"expected about {scaled(expected)} cached tokens, provider reported {read}",
             )
     else:
-        if why == "ok":
+        if why == "ok" or expected >= ideal.tokens:
             return MissExplanation(reason="hit", label="hit", expected_read=scaled(expected))
         missed = scaled(ideal.tokens - expected)
 
@@ -249,7 +233,7 @@ def explain_miss(
         )
     details = {
         "ttl_expired": f"{seconds_since_previous:.0f}s since the previous request, longer than the entry's "
-        f"{ideal.ttl_seconds:.0f}s lifetime" if ideal.ttl_seconds is not None else "",
+        f"{ideal.ttl_s:.0f}s lifetime" if ideal.ttl_s is not None else "",
         "lookback_exceeded": f"no mark within {rules.lookback} positions of the previous entry (position {ideal.position})",
         "breakpoint_budget": "the previous entry is not under any searched mark of this request",
     }

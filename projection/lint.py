@@ -13,10 +13,11 @@ from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.canonical import canonical_bytes
 from hitrate.projection.diffpath import json_path_child
-from hitrate.projection.prompt import TTL_SECONDS, Prompt, Section
+from hitrate.projection.caching.ttl import TTL_SECONDS
+from hitrate.projection.prompt import Prompt, Section
 
 Severity = Literal["error", "warning", "info"]
 
@@ -128,7 +129,7 @@ def _per_run_values(prompt: Prompt) -> list[tuple[str, str]]:
     return found
 
 
-def lint(prompt: Prompt, rules: ProviderRules) -> list[Finding]:
+def lint(prompt: Prompt, rules: CacheRules) -> list[Finding]:
     """All findings for one prompt, head first, then tools, then marks."""
     per_run = _per_run_values(prompt)
     findings = [f for section in prompt.sections[:3] for f in _lint_head_section(section, per_run)]
@@ -199,7 +200,7 @@ def _lint_tools(prompt: Prompt) -> list[Finding]:
     return findings
 
 
-def _lint_marks(prompt: Prompt, rules: ProviderRules) -> Iterator[Finding]:
+def _lint_marks(prompt: Prompt, rules: CacheRules) -> Iterator[Finding]:
     marks = prompt.breakpoints
     if marks and not rules.places_marks:
         yield Finding(

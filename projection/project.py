@@ -18,7 +18,9 @@ from typing import Any, Mapping, Sequence
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.projection.breakpoints import ProviderRules, plan_breakpoints
+from hitrate.projection.breakpoints import plan_breakpoints
+from hitrate.projection.caching import CacheRules
+from hitrate.projection.epochs import head_changes
 from hitrate.projection.canonical import TokenCounter, canonical_json, estimate_tokens
 from hitrate.projection.context import context_delta
 from hitrate.projection.docs import ProjectDoc, render_docs
@@ -103,7 +105,7 @@ class Projector:
 
     def __init__(
         self,
-        rules: ProviderRules,
+        rules: CacheRules,
         *,
         session_id: str | None = None,
         token_counter: TokenCounter = estimate_tokens,
@@ -231,18 +233,14 @@ class Projector:
         parts: list[str] = []
         if self._last is not None:
             last_model, last_head = self._last
-            if last_model != model:
-                changes.append("model")
-                parts.append(f"model {last_model} -> {model}")
-            if last_head.sections[0].data != head.sections[0].data:
-                changes.append("tools")
-                parts.append(_describe_tool_change(last_head.tools, head.tools))
-            if last_head.system != head.system:
-                changes.append("system")
-                parts.append("system prompt changed")
-            if last_head.docs != head.docs:
-                changes.append("docs")
-                parts.append("project docs changed")
+            changes, parts = head_changes(
+                last_model,
+                model,
+                (last_head.sections[0].data, last_head.system, last_head.docs),
+                (head.sections[0].data, head.system, head.docs),
+                chained=False,
+                describe=lambda part: _describe_tool_change(last_head.tools, head.tools) if part == "tools" else "",
+            )
             if not changes:
                 self._last = (model, head)
                 return self._epochs[-1], False
@@ -269,7 +267,7 @@ class Projector:
         transcript: Transcript,
         docs: Sequence[ProjectDoc] | str = (),
         context: Mapping[str, str] | None = None,
-        rules: ProviderRules | None = None,
+        rules: CacheRules | None = None,
         epoch_reason: str | None = None,
     ) -> Prompt:
         """The next request. `context` is the full current dynamic context; only its changes since the
@@ -344,7 +342,7 @@ def canonical_json_or_repr(value: Any) -> str:
 
 def project(
     *,
-    rules: ProviderRules,
+    rules: CacheRules,
     model: str,
     tools: Sequence[ToolSpec],
     system: SystemPrompt | str,

@@ -25,13 +25,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.projection.caching.rules import Ttl
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import ContextBlock, Message
 
 SectionKind = Literal["tools", "system", "docs", "history", "tail"]
 Stability = Literal["static", "session", "turn"]
-Ttl = Literal["5m", "1h", "30m"]
-TTL_SECONDS: dict[str, int] = {"5m": 300, "30m": 1800, "1h": 3600}
 HEAD_KINDS: tuple[str, ...] = ("tools", "system", "docs")
 
 

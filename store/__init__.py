@@ -3,6 +3,6 @@
 Modules: `usage` (the `Usage` buckets), `normalize` (raw provider payloads -> `Usage`),
 `prices` (the dated, sourced `PriceTable` over `prices_snapshot.json`), `litellm_import`
 (LiteLLM price-map importer), `cost` (`cost()` per call, `aggregate()` over calls),
-`cache_rules` (provider billing rules for what-ifs), `records` / `ledger_schema` / `ledger`
+`records` / `ledger_schema` / `ledger`
 (the SQLite ledger).
 """

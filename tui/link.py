@@ -21,7 +21,7 @@ from hitrate.store.records import CallRecord
 from hitrate.store.usage import BUCKETS, Usage
 from hitrate.tui.figures import CallFigure, fmt_tokens, fmt_usd
 from hitrate.tui.messages import AgentMessage
-from hitrate.tui.ttl import ttl_seconds
+from hitrate.projection.caching.ttl import ttl_seconds
 
 Post = Callable[[AgentMessage], None]
 Approve = Callable[[str, dict[str, Any]], bool]

@@ -1,5 +1,6 @@
-"""How long the cached prefix is likely to stay warm: a pure function of the provider's TTL rules,
-the TTL class the prefix was written with, and when the last call that touched the cache started.
+"""How long the cached prefix is likely to stay warm: a pure function of the cache family's
+lifetime rule (`projection.caching`), the TTL class the prefix was written with, and when the last
+call that touched the cache started.
 
 Nothing here reads a clock: callers pass `now`, so the countdown is testable and snapshots are
 stable. The wording stays honest: "warm" only inside a window the provider documents, "unknown"
@@ -8,13 +9,13 @@ where the provider documents no clock (best-effort caches, LRU caches without a 
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hitrate.projection.prompt import TTL_SECONDS
+from hitrate.projection.caching import CacheRules, family_for, family_of_mechanism
+from hitrate.projection.caching.ttl import Lifetime, shortest
 from hitrate.store.prices import PriceTable
 from hitrate.store.usage import WRITE_BUCKETS, Usage
 
@@ -22,39 +23,6 @@ Warmth = Literal["warm", "expiring", "cold", "unknown"]
 
 #: Below this many seconds left in the documented window the prefix is shown as expiring.
 EXPIRING_BELOW_S = 60.0
-
-
-class TtlRule(BaseModel):
-    """What a provider documents about the lifetime of one cache entry."""
-
-    model_config = ConfigDict(frozen=True)
-
-    label: str
-    """Short text naming the rule, shown next to the countdown (e.g. "5m", "30m min")."""
-    guaranteed_s: float | None
-    """The entry lives at least this long after the anchoring call started; None: no clock."""
-    longest_s: float | None
-    """The entry is gone by this many seconds; None: unknown once the guarantee has passed."""
-    refreshed_by_any_call: bool
-    """True where every call implicitly writes the prefix (automatic caches), so any call
-    anchors the clock; False where only a call that read or wrote the cache does (breakpoints)."""
-
-
-def anthropic_rule(ttl_class: str) -> TtlRule:
-    # The lifetime counts from the *start* of the request that wrote or read the entry, and a read
-    # refreshes it for free: anchoring on the last call's start time is exact, not an estimate.
-    seconds = float(ttl_seconds(ttl_class))
-    return TtlRule(label=ttl_class, guaranteed_s=seconds, longest_s=seconds, refreshed_by_any_call=False)
-
-
-# OpenAI GPT-5.6+: `prompt_cache_options.ttl` is 30m and documented as a minimum; entries may live
-# longer, so past 30 minutes the state is unknown, not cold.
-OPENAI_BREAKPOINTS = TtlRule(label="30m min", guaranteed_s=1800, longest_s=None, refreshed_by_any_call=False)
-# OpenAI up to GPT-5.5 with in-memory retention: cleared after 5-10 minutes idle. Every request
-# writes the prefix for free, so any call refreshes it.
-OPENAI_IN_MEMORY = TtlRule(label="5-10m idle", guaranteed_s=300, longest_s=600, refreshed_by_any_call=True)
-# DeepSeek: best effort, "cleared after hours to days"; an hour is the floor that wording gives.
-DEEPSEEK_UNITS = TtlRule(label="hours, best effort", guaranteed_s=3600, longest_s=None, refreshed_by_any_call=True)
 
 
 class CacheClock(BaseModel):
@@ -103,7 +71,7 @@ def format_idle(seconds: float) -> str:
 def cache_clock(
     now: datetime,
     anchor: datetime | None,
-    rule: TtlRule | None,
+    rule: Lifetime | None,
     *,
     no_rule_reason: str = "no TTL rule for this backend",
     expiring_below_s: float = EXPIRING_BELOW_S,
@@ -132,23 +100,13 @@ def cache_clock(
     return CacheClock(state="cold", idle_s=idle, rule_label=rule.label)
 
 
-def ttl_seconds(ttl_class: str) -> int:
-    """"5m" -> 300, "1h" -> 3600, "12h" -> 43200: the TTL class names the usage buckets carry."""
-    if ttl_class in TTL_SECONDS:
-        return TTL_SECONDS[ttl_class]
-    match = re.fullmatch(r"(\d+)([smhd])", ttl_class)
-    if match is None:
-        raise ValueError(f"not a TTL class: {ttl_class!r} (expected e.g. 5m, 1h)")
-    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-
-
 def newest_write_ttl(usage: Usage) -> str | None:
     """The TTL class of the newest cache entry a call wrote. With mixed TTLs the longer-lived
     entries come first and the shortest last, so the whole prefix lives only as long as that."""
     written = [bucket.removeprefix("cache_write_") for bucket in WRITE_BUCKETS if getattr(usage, bucket)]
     if not written:
         return None
-    return min(written, key=ttl_seconds)
+    return shortest(written)
 
 
 def touched_cache(usage: Usage) -> bool:
@@ -156,10 +114,8 @@ def touched_cache(usage: Usage) -> bool:
     return bool(usage.cache_read) or any(getattr(usage, bucket) for bucket in WRITE_BUCKETS)
 
 
-#: Why there is no countdown, by cache mechanism (see store.prices.CacheMechanism).
-_NO_CLOCK_REASON = {
-    "gemini_implicit": "Gemini implicit cache has no documented TTL",
-    "lru": "LRU prefix cache: kept until memory runs short, no TTL",
+#: Why there is no countdown where the price table says why.
+_NO_CACHE_REASON = {
     "none": "this model has no prompt cache",
     None: "model not in the price table",
 }
@@ -185,24 +141,18 @@ def cache_mechanism(provider: str, model: str, prices: PriceTable | None = None)
     return _PROVIDER_MECHANISM.get(provider)
 
 
-def ttl_rule(mechanism: str | None, ttl_class: str | None, write_ttls: tuple[str, ...] = ()) -> TtlRule | None:
-    """The rule for a prefix cached under `mechanism`, written with `ttl_class` when known."""
-    if mechanism == "anthropic_breakpoints":
-        # Without a write seen (e.g. the first call of a resumed session only read), assume the
-        # shortest class the model has: never show warm when the entry may be gone.
-        chosen = ttl_class or min(write_ttls or ("5m",), key=ttl_seconds)
-        return anthropic_rule(chosen)
-    if mechanism == "openai_breakpoints":
-        if ttl_class is not None and ttl_seconds(ttl_class) > ttl_seconds("30m"):
-            seconds = float(ttl_seconds(ttl_class))
-            return TtlRule(label=f"{ttl_class} min", guaranteed_s=seconds, longest_s=None, refreshed_by_any_call=False)
-        return OPENAI_BREAKPOINTS
-    if mechanism == "openai_automatic_prefix":
-        # The harness leaves `prompt_cache_retention` at its in-memory default.
-        return OPENAI_IN_MEMORY
-    if mechanism == "deepseek_prefix_units":
-        return DEEPSEEK_UNITS
-    return None
+def ttl_rule(mechanism: str | None, ttl_class: str | None, write_ttls: tuple[str, ...] = ()) -> Lifetime | None:
+    """The lifetime of a prefix cached under `mechanism`, written with `ttl_class` when known."""
+    family = family_of_mechanism(mechanism)
+    if family is None:
+        return None
+    return family_for(CacheRules(family=family)).lifetime(ttl_class, write_ttls)
+
+
+def no_clock_reason(mechanism: str | None) -> str:
+    family = family_of_mechanism(mechanism)
+    reason = family_for(CacheRules(family=family)).no_clock_reason() if family is not None else None
+    return reason or _NO_CACHE_REASON.get(mechanism, "no TTL rule")
 
 
 class PrefixClock:
@@ -228,7 +178,7 @@ class PrefixClock:
         self.ttl_class = None
 
     @property
-    def rule(self) -> TtlRule | None:
+    def rule(self) -> Lifetime | None:
         return ttl_rule(self.mechanism, self.ttl_class, self.write_ttls)
 
     def observe(self, started_at: datetime, usage: Usage) -> None:
@@ -242,4 +192,4 @@ class PrefixClock:
             self.anchor = started_at
 
     def clock(self, now: datetime) -> CacheClock:
-        return cache_clock(now, self.anchor, self.rule, no_rule_reason=_NO_CLOCK_REASON.get(self.mechanism, "no TTL rule"))
+        return cache_clock(now, self.anchor, self.rule, no_rule_reason=no_clock_reason(self.mechanism))

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from hitrate.harness.models import parse_model_spec
 from hitrate.harness.router import Route
 from hitrate.harness.wire_types import CallError, CallResult
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock
 from hitrate.store.usage import WRITE_BUCKETS, Usage
@@ -89,7 +89,7 @@ class FakeRoutes:
 
     def open(self) -> Route:
         self.opened += 1
-        rules = ProviderRules(family="openai_compat")
+        rules = CacheRules(family="openai_compat")
         return Route(spec=parse_model_spec(SPEC, env={}), backend=self.backend, rules=rules, explain_rules=rules)
 
     def close(self) -> None:

@@ -13,12 +13,12 @@ from hitrate.evals.runner import run_eval
 from hitrate.evals.settings import EvalSettings
 from hitrate.harness.session import session_inputs
 from hitrate.harness.wire_anthropic import render_messages_request
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger
 
-RULES = ProviderRules(family="anthropic", min_cacheable_tokens=0)
+RULES = CacheRules(family="anthropic", min_cacheable_tokens=0)
 
 
 class StepClock:

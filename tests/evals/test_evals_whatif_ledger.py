@@ -9,7 +9,7 @@ import pytest
 from hitrate.harness.call_sections import call_sections
 from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
 from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, request_from_call, whatif
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock, ToolResultBlock, Transcript, UserMessage
@@ -20,7 +20,7 @@ from hitrate.store.usage import Usage
 
 from whatif_builders import T0, request
 
-RULES = ProviderRules(family="anthropic", min_cacheable_tokens=512)
+RULES = CacheRules(family="anthropic", min_cacheable_tokens=512)
 TOOLS = [
     ToolSpec(name=f"tool_{i}", description="Does one thing well. " * 40, input_schema={"type": "object", "properties": {"x": {"type": "string"}}})
     for i in range(4)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from fake_llm_server import FakeLLMServer
 
-from fake_llm_server import FakeLLMServer  # noqa: E402
-
-from hitrate.store.ledger import Ledger  # noqa: E402
+from hitrate.store.ledger import Ledger
 
 
 @pytest.fixture

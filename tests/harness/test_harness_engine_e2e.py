@@ -16,7 +16,7 @@ from hitrate.harness.policy import RecordedToolCall, RecordedTurn, ReplayPolicy
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 
 TURNS = [
     RecordedTurn(text="Looking.", tool_calls=[RecordedToolCall(name="list_dir", arguments={})]),
@@ -68,7 +68,7 @@ def test_openai_adapter_against_the_engine_server(tiny_model, workspace, ledger)
     url = server.start()
     try:
         spec = parse_model_spec(f"openai-compat/{tiny_model}@{url}/v1", env={})
-        rules = ProviderRules(family="openai_compat")
+        rules = CacheRules(family="openai_compat")
         backend = OpenAIChatBackend(model=str(tiny_model), api_key="unused", base_url=f"{url}/v1", quirks=spec.quirks)
         session = run_replay(Route(spec=spec, backend=backend, rules=rules, explain_rules=rules), workspace, ledger)
         backend.close()

@@ -17,7 +17,7 @@ from hitrate.harness.keepalive import (
     return_probability,
 )
 from hitrate.harness.session_inputs import session_inputs
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.prices import PriceTable
@@ -32,7 +32,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def projected(tmp_path: Path, rules: ProviderRules, model: str):
+def projected(tmp_path: Path, rules: CacheRules, model: str):
     inputs = session_inputs(tmp_path)
     transcript = Transcript().append(UserMessage(content=(TextBlock(text="Why does test_add fail? " * 40),)))
     return Projector(rules, session_id="s-keepalive").project(
@@ -43,9 +43,9 @@ def projected(tmp_path: Path, rules: ProviderRules, model: str):
 def context(tmp_path: Path, *, family: str = "anthropic", model: str = "claude-sonnet-4-6", provider: str = "anthropic",
             prompt_tokens: int = 200_000, head_ttl: str = "5m", message_ttl: str = "5m", **fields) -> WarmContext:
     if family == "anthropic":
-        rules = ProviderRules(family="anthropic", min_cacheable_tokens=0, head_ttl=head_ttl, message_ttl=message_ttl)
+        rules = CacheRules(family="anthropic", min_cacheable_tokens=0, head_ttl=head_ttl, message_ttl=message_ttl)
     else:
-        rules = ProviderRules(family=family)
+        rules = CacheRules(family=family)
     prompt = projected(tmp_path, rules, model)
     base = dict(provider=provider, model=model, rules=rules, prompt=prompt, prompt_tokens=prompt_tokens, refreshed_at=T0,
                 sent_at=T0, warm_output_tokens=0)
@@ -83,7 +83,7 @@ def test_skips_when_the_saving_does_not_cover_the_warm_up(tmp_path):
         ("deepseek", "deepseek", "deepseek-flash", "hours to days"),
         ("local", "local", "tiny", "memory pressure"),
         ("openai_compat", "openai-compat", "qwen", "memory pressure"),
-        ("openai_compat", "gemini", "gemini-2.5-flash", "no lifetime"),
+        ("gemini", "gemini", "gemini-2.5-flash", "no lifetime"),
     ],
 )
 def test_providers_without_a_ttl_are_never_warmed(tmp_path, family, provider, model, words):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fake_llm_server import Failure, Reply
-from scripted_model import ScriptedBackend
+from scripted_model import ScriptedModel
 
 from hitrate.harness.agent import Agent, AgentLimits
 from hitrate.harness.events import CallRecorded, EventList
@@ -215,7 +215,7 @@ def test_a_resumed_session_knows_its_warm_ups(fake_server, workspace, ledger):
 def test_backends_without_a_ttl_are_never_warmed(workspace, ledger, spec):
     parsed = parse_model_spec(spec, env={"DEEPSEEK_API_KEY": "k"})
     rules, explain = rules_for(parsed)
-    route = Route(spec=parsed, backend=ScriptedBackend([{"text": "It subtracts."}], parsed.model), rules=rules, explain_rules=explain)
+    route = Route(spec=parsed, backend=ScriptedModel([{"text": "It subtracts."}], parsed.model), rules=rules, explain_rules=explain)
     clock = Clock()
     session = open_session(route, workspace, ledger, clock)
     Agent(session, limits=LIMITS).run("What does add do?")

@@ -8,7 +8,7 @@ from hitrate.harness.models import Quirks
 from hitrate.harness.wire_anthropic import RenderReport, render_messages_request
 from hitrate.harness.wire_openai_chat import RenderReport as ChatReport
 from hitrate.harness.wire_openai_chat import render_chat_request
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import (
@@ -50,7 +50,7 @@ def conversation() -> Transcript:
 
 
 def test_anthropic_body_layout_marks_and_native_blocks():
-    rules = ProviderRules(family="anthropic", head_ttl="1h", message_ttl="5m")
+    rules = CacheRules(family="anthropic", head_ttl="1h", message_ttl="5m")
     prompt = Projector(rules).project(model="claude-sonnet-5", tools=TOOLS, system="", transcript=conversation(),
                                       context={"date": "2026-01-02"})
     report = RenderReport()
@@ -77,7 +77,7 @@ def test_anthropic_body_layout_marks_and_native_blocks():
 
 
 def test_openai_parts_mode_places_breakpoints_on_content_parts():
-    rules = ProviderRules(family="openai_breakpoints")
+    rules = CacheRules(family="openai_breakpoints")
     prompt = Projector(rules, session_id="s1").project(model="gpt-5.6", tools=TOOLS, system="sys", docs="docs",
                                                        transcript=conversation(), context={"date": "d"})
     quirks = Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens")
@@ -99,7 +99,7 @@ def test_openai_parts_mode_places_breakpoints_on_content_parts():
 
 
 def test_openai_string_mode_joins_blocks_and_has_no_marks():
-    prompt = Projector(ProviderRules(family="openai_compat")).project(model="m", tools=[], system="sys", docs="docs",
+    prompt = Projector(CacheRules(family="openai_compat")).project(model="m", tools=[], system="sys", docs="docs",
                                                                       transcript=conversation())
     body = render_chat_request(prompt, Quirks(usage_dialect="openai_compat"), max_tokens=5)
     assert body["messages"][0] == {"role": "system", "content": "sys\n\ndocs"}

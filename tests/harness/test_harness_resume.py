@@ -11,16 +11,16 @@ from scripted_model import scripted_route
 
 from hitrate.harness.agent import INTERRUPTED_NOTE, Agent, AgentLimits
 from hitrate.harness.events import CallRecorded, EpochStarted, EventList, TextDelta
-from hitrate.harness.resume import SessionNotResumable, last_model_spec, load_session, resumable_sessions
+from hitrate.harness.resume import SessionNotResumable, load_session, resumable_sessions
 from hitrate.harness.session import NO_REPLY_NOTE, Session
 from hitrate.harness.transcript_log import read_transcript
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import AssistantMessage, UserMessage
 
 T0 = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
 # An automatic prefix cache with a 5-minute lifetime that routes on prompt_cache_key (OpenAI's).
-RULES = ProviderRules(family="openai_implicit")
+RULES = CacheRules(family="openai_implicit")
 LIMITS = AgentLimits(show_budget=False)
 
 
@@ -144,7 +144,7 @@ def test_model_switch_is_stored_and_epochs_are_restored(workspace, ledger):
     first.switch_model(route_b, reason="user chose model-b")
     Agent(first, limits=LIMITS).run("two")
 
-    assert last_model_spec(ledger, first.id) == route_b.label
+    assert load_session(ledger, first.id).stored.model_spec == route_b.label
     events = EventList()
     again = resume(first.id, route_b, ledger, clock, events)
     assert [(e.number, e.first_step) for e in again.epochs] == [(0, 1), (1, 2)]

@@ -13,7 +13,7 @@ from hitrate.harness.wire_anthropic import AnthropicBackend
 from hitrate.harness.wire_errors import retry_after_seconds
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend
 from hitrate.harness.wire_types import CallError
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 
@@ -22,7 +22,7 @@ POLICY = RetryPolicy(max_attempts=4, base_delay_s=1.0, max_delay_s=8.0)
 
 def prompt():
     transcript = Transcript().append(UserMessage(content=(TextBlock(text="hello"),)))
-    return Projector(ProviderRules(family="anthropic")).project(model="m", tools=[], system="s", transcript=transcript)
+    return Projector(CacheRules(family="anthropic")).project(model="m", tools=[], system="s", transcript=transcript)
 
 
 def backends(server, timeout_s=30.0):

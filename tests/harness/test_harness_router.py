@@ -31,7 +31,7 @@ def closed_port() -> int:
         ("openai/gpt-5.6", "openai_breakpoints", 0),
         ("openai/gpt-5.4", "openai_implicit", 1024),
         ("deepseek/deepseek-flash", "deepseek", 0),
-        ("gemini/gemini-2.5-flash", "openai_compat", 2048),
+        ("gemini/gemini-2.5-flash", "gemini", 2048),
         ("openai-compat/qwen@http://127.0.0.1:8000/v1", "openai_compat", 0),
     ],
 )

@@ -18,7 +18,7 @@ from hitrate.harness.router import Router, rules_for
 from hitrate.harness.session import Session
 from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
 from hitrate.harness.wire_types import CallError
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import (
@@ -40,7 +40,7 @@ def backend_for(server, model: str = "gpt-5.4", quirks: Quirks = OPENAI, timeout
 
 
 def prompt_for(transcript: Transcript, model: str = "gpt-5.4", family: str = "openai_implicit"):
-    projector = Projector(ProviderRules(family=family), session_id="s-1")
+    projector = Projector(CacheRules(family=family), session_id="s-1")
     return projector.project(model=model, tools=[TOOL], system="You help.", transcript=transcript, docs="Docs here.")
 
 

@@ -8,14 +8,14 @@ from fake_llm_server import Reply
 from hitrate.harness.models import Quirks, parse_model_spec
 from hitrate.harness.wire_anthropic import AnthropicBackend
 from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, ThinkingBlock, Transcript, UserMessage
 
 
 def prompt_for(family: str, model: str = "m"):
     transcript = Transcript().append(UserMessage(content=(TextBlock(text="hello"),)))
-    return Projector(ProviderRules(family=family)).project(model=model, tools=[], system="You help.", transcript=transcript)
+    return Projector(CacheRules(family=family)).project(model=model, tools=[], system="You help.", transcript=transcript)
 
 
 def test_anthropic_stream_usage_merges_start_and_delta_with_ttl_split(fake_server):
@@ -92,7 +92,7 @@ def test_deepseek_reasoning_is_kept_and_sent_back(fake_server):
                            usage={"prompt_tokens": 10, "completion_tokens": 5, "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": 10}))
     backend = OpenAIChatBackend(model="deepseek-flash", api_key="k", base_url=url, quirks=quirks)
     transcript = Transcript().append(UserMessage(content=(TextBlock(text="hi"),)))
-    projector = Projector(ProviderRules(family="deepseek"))
+    projector = Projector(CacheRules(family="deepseek"))
     result = backend.call(projector.project(model="deepseek-flash", tools=[], system="s", transcript=transcript), max_tokens=10)
     thinking = [b for b in result.assistant.content if isinstance(b, ThinkingBlock)]
     assert thinking[0].thinking == "think first"

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from pydantic import BaseModel, Field
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector, SystemPrompt
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.tools_spec import ToolSpec
@@ -47,7 +47,7 @@ SYSTEM = SystemPrompt(
     variables={"name": "hitrate", "rules": ["Run the tests.", "Keep diffs small."]},
 )
 
-ANTHROPIC = ProviderRules(family="anthropic", min_cacheable_tokens=200)
+ANTHROPIC = CacheRules(family="anthropic", min_cacheable_tokens=200)
 
 
 def user(text: str) -> UserMessage:
@@ -72,7 +72,7 @@ class Session:
 
     def __init__(
         self,
-        rules: ProviderRules = ANTHROPIC,
+        rules: CacheRules = ANTHROPIC,
         *,
         tools: Sequence[ToolSpec] = TOOLS,
         system: SystemPrompt | str = SYSTEM,

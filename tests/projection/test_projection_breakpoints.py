@@ -6,7 +6,7 @@ import pytest
 from projection_builders import ANTHROPIC, TOOLS, Session, calls, results, user
 from pydantic import ValidationError
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.explain import explain_miss
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ThinkingBlock, ToolCallBlock, UserMessage
@@ -98,7 +98,7 @@ def test_many_parallel_calls_in_one_turn_count_as_one_position() -> None:
 
 
 def test_tiny_prompts_under_the_minimum_get_no_marks() -> None:
-    s = Session(rules=ProviderRules(family="anthropic", min_cacheable_tokens=4096))
+    s = Session(rules=CacheRules(family="anthropic", min_cacheable_tokens=4096))
     s.append(user("hi"))
     prompt = s.send()
     assert prompt.breakpoints == ()
@@ -106,7 +106,7 @@ def test_tiny_prompts_under_the_minimum_get_no_marks() -> None:
 
 
 def test_a_head_under_the_minimum_is_not_marked_but_a_long_history_is() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=2048)
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=2048)
     s = Session(rules=rules)
     s.append(user("word " * 3000))
     prompt = s.send()
@@ -116,20 +116,20 @@ def test_a_head_under_the_minimum_is_not_marked_but_a_long_history_is() -> None:
 
 
 def test_one_hour_head_before_five_minute_messages_and_bad_order_refused() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=256, head_ttl="1h")
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=256, head_ttl="1h")
     s = Session(rules=rules, docs="d " * 400)
     s.append(user("hi " * 200))
     assert [b.ttl for b in s.send().breakpoints] == ["1h", "5m"]
     with pytest.raises(ValidationError, match="1h entries must come before 5m"):
-        ProviderRules(family="anthropic", head_ttl="5m", message_ttl="1h")
+        CacheRules(family="anthropic", head_ttl="5m", message_ttl="1h")
     with pytest.raises(ValidationError, match="not one of"):
-        ProviderRules(family="anthropic", head_ttl="30m")
+        CacheRules(family="anthropic", head_ttl="30m")
     with pytest.raises(ValidationError, match="not one of"):
-        ProviderRules(family="deepseek", head_ttl="5m")
+        CacheRules(family="deepseek", head_ttl="5m")
 
 
 def test_a_small_mark_budget_leaves_the_bridge_out_and_says_so() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=200, max_marks=2)
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=200, max_marks=2)
     s = Session(rules=rules)
     s.append(user("start " * 200))
     s.send()
@@ -169,7 +169,7 @@ def test_thinking_and_empty_text_are_never_marked() -> None:
 
 
 def test_openai_breakpoint_models_keep_earlier_request_ends_marked() -> None:
-    rules = ProviderRules(family="openai_breakpoints", min_cacheable_tokens=256)
+    rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=256)
     s = Session(rules=rules)
     s.append(user("start " * 200))
     first = s.send()
@@ -183,7 +183,7 @@ def test_openai_breakpoint_models_keep_earlier_request_ends_marked() -> None:
 
 
 def test_openai_breakpoints_keep_only_the_latest_searched_marks() -> None:
-    rules = ProviderRules(family="openai_breakpoints", min_cacheable_tokens=0, searched_marks=5)
+    rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=0, searched_marks=5)
     s = Session(rules=rules)
     s.append(user("start"))
     s.send()
@@ -196,7 +196,7 @@ def test_openai_breakpoints_keep_only_the_latest_searched_marks() -> None:
 
 @pytest.mark.parametrize("family", ["openai_implicit", "deepseek", "openai_compat", "local"])
 def test_prefix_caching_providers_get_no_marks(family: str) -> None:
-    s = Session(rules=ProviderRules(family=family, min_cacheable_tokens=0))
+    s = Session(rules=CacheRules(family=family, min_cacheable_tokens=0))
     s.append(user("start " * 500))
     s.send()
     prompt = s.tool_round("a", 3)

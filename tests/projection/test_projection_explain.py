@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from projection_builders import ANTHROPIC, TOOLS, Session, calls, results, user
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.explain import explain_miss
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.tools_spec import ToolSpec
@@ -35,7 +35,7 @@ def test_cold_first_request() -> None:
 def test_first_request_with_a_partial_read_is_still_cold_with_the_unread_tokens() -> None:
     # Another session's entry can cover the request's opening bytes (the chat template before a
     # volatile system prompt, a shared tool list): a read, but far from all the request could read.
-    local = ProviderRules(family="local")
+    local = CacheRules(family="local")
     s = Session()
     s.append(user("hello " * 400))
     prompt = s.send()
@@ -75,7 +75,7 @@ def test_ttl_expired_after_an_idle_gap() -> None:
 
 
 def test_one_hour_head_survives_a_gap_that_expires_the_history() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=200, head_ttl="1h")
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=200, head_ttl="1h")
     _, first, second = _two_requests(rules=rules)
     verdict = _explain(first, second, gap=900, rules=rules, read=first.head_tokens)
     assert verdict.label == "ttl_expired"
@@ -141,7 +141,7 @@ def test_model_changed() -> None:
 
 
 def test_below_min_tokens_when_the_previous_prompt_was_too_short() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=4096)
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=4096)
     s = Session(rules=rules)
     s.append(user("hi"))
     first = s.send()
@@ -151,7 +151,7 @@ def test_below_min_tokens_when_the_previous_prompt_was_too_short() -> None:
     assert verdict.tokens_missed == first.total_tokens
 
 
-def _burst_requests(rules: ProviderRules) -> tuple[Prompt, Prompt]:
+def _burst_requests(rules: CacheRules) -> tuple[Prompt, Prompt]:
     s = Session(rules=rules)
     s.append(user("start " * 200))
     first = s.send()
@@ -173,18 +173,22 @@ def test_lookback_exceeded_when_no_mark_bridges_a_long_turn() -> None:
 
 
 def test_breakpoint_budget_when_the_marks_ran_out() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=200, max_marks=2)
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=200, max_marks=2)
     first, second = _burst_requests(rules)
     assert len(second.breakpoints) == 2
     assert _explain(first, second, rules=rules, read=None).label == "breakpoint_budget"
 
 
-def test_breakpoint_budget_when_an_exact_match_mark_was_dropped() -> None:
-    rules = ProviderRules(family="openai_breakpoints", min_cacheable_tokens=200)
+def test_exact_match_breakpoints_of_earlier_requests_are_still_searched() -> None:
+    # "The latest 50 breakpoints in the conversation are considered": the previous request's own
+    # (implicit) breakpoint is found again even when this request does not mark that block, or
+    # implicit mode could never hit across turns. The replay and the explainer agree on it.
+    rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=200)
     _, first, second = _two_requests(rules=rules)
     assert _explain(first, second, rules=rules).label == "hit"
     unsticky = second.model_copy(update={"breakpoints": second.breakpoints[-1:]})
-    assert _explain(first, unsticky, rules=rules).label == "breakpoint_budget"
+    verdict = _explain(first, unsticky, rules=rules)
+    assert verdict.label == "hit" and verdict.expected_read == first.breakpoints[-1].prefix_tokens
 
 
 def test_unknown_when_nothing_explains_a_missing_read() -> None:
@@ -195,7 +199,7 @@ def test_unknown_when_nothing_explains_a_missing_read() -> None:
 
 
 def test_openai_implicit_rounds_to_128_and_ignores_prompts_under_1024() -> None:
-    rules = ProviderRules(family="openai_implicit", min_cacheable_tokens=1024)
+    rules = CacheRules(family="openai_implicit", min_cacheable_tokens=1024)
     _, first, second = _two_requests(rules=rules)
     assert first.total_tokens < 1024
     assert _explain(first, second, rules=rules).label == "below_min_tokens"
@@ -209,7 +213,7 @@ def test_openai_implicit_rounds_to_128_and_ignores_prompts_under_1024() -> None:
 
 
 def test_deepseek_unit_rule_a_then_a_plus_c_misses() -> None:
-    rules = ProviderRules(family="deepseek", min_cacheable_tokens=0)
+    rules = CacheRules(family="deepseek", min_cacheable_tokens=0)
     s = Session(rules=rules)
     s.append(user("A " * 400))
     first = s.send()

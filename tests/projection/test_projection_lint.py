@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from projection_builders import ANTHROPIC, TOOLS, Session, results, user
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.lint import lint
 from hitrate.projection.prompt import Breakpoint, Prompt
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import AssistantMessage, ThinkingBlock, ToolCallBlock
 
 
-def _codes(prompt: Prompt, rules: ProviderRules = ANTHROPIC) -> dict[str, list]:
+def _codes(prompt: Prompt, rules: CacheRules = ANTHROPIC) -> dict[str, list]:
     found: dict[str, list] = {}
     for f in lint(prompt, rules):
         found.setdefault(f.code, []).append(f)
@@ -89,7 +89,7 @@ def test_marks_below_the_minimum_too_many_and_bad_ttl_order() -> None:
     head, newest = prompt.breakpoints
     extra = [newest.model_copy(update={"ttl": "1h"})] * 4
     crowded = prompt.model_copy(update={"breakpoints": (head, *extra)})
-    found = _codes(crowded, ProviderRules(family="anthropic", min_cacheable_tokens=100_000))
+    found = _codes(crowded, CacheRules(family="anthropic", min_cacheable_tokens=100_000))
     assert found["too_many_marks"][0].severity == "error"
     assert len(found["mark_below_min"]) == 5
     assert found["ttl_order"][0].location == "breakpoint 1"
@@ -110,10 +110,10 @@ def test_a_mark_on_a_thinking_block_is_an_error() -> None:
 
 
 def test_head_below_the_minimum_and_marks_on_markless_providers() -> None:
-    rules = ProviderRules(family="anthropic", min_cacheable_tokens=4096)
+    rules = CacheRules(family="anthropic", min_cacheable_tokens=4096)
     assert "head_below_min" in _codes(_prompt(rules=rules), rules)
     anthropic_prompt = _prompt()
-    assert "marks_ignored" in _codes(anthropic_prompt, ProviderRules(family="deepseek"))
+    assert "marks_ignored" in _codes(anthropic_prompt, CacheRules(family="deepseek"))
 
 
 def test_findings_in_docs_name_the_file_and_its_own_line() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from projection_builders import ANTHROPIC, SYSTEM, TOOLS, Session, calls, results, user
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.canonical import chain_hash
 from hitrate.projection.docs import discover_docs, render_docs
 from hitrate.projection.project import ProjectionError, Projector, SystemPrompt, project
@@ -159,7 +159,7 @@ def test_incremental_projection_equals_a_fresh_one() -> None:
 
 
 def test_prompt_cache_key_is_stable_per_session_and_only_for_openai() -> None:
-    openai = ProviderRules(family="openai_implicit", min_cacheable_tokens=1024)
+    openai = CacheRules(family="openai_implicit", min_cacheable_tokens=1024)
     s = Session(rules=openai)
     s.append(user("start"))
     key = s.send().prompt_cache_key

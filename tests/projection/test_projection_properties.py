@@ -6,10 +6,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from projection_builders import ANTHROPIC, SYSTEM, TOOLS
 
-from hitrate.projection.breakpoints import ProviderRules
+from hitrate.projection.caching import CacheRules
 from hitrate.projection.explain import explain_miss
 from hitrate.projection.project import Projector, project
-from hitrate.projection.prompt import TTL_SECONDS, Prompt
+from hitrate.projection.caching.ttl import TTL_SECONDS
+from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import (
     AssistantMessage,
     TextBlock,
@@ -55,16 +56,16 @@ def rounds(draw) -> list[tuple[AssistantMessage, UserMessage, dict[str, str]]]:
 
 RULES = st.sampled_from([
     ANTHROPIC,
-    ProviderRules(family="anthropic", min_cacheable_tokens=0, lookback=3, head_ttl="1h"),
-    ProviderRules(family="openai_breakpoints", min_cacheable_tokens=50),
-    ProviderRules(family="openai_implicit", min_cacheable_tokens=1024),
-    ProviderRules(family="deepseek"),
+    CacheRules(family="anthropic", min_cacheable_tokens=0, lookback=3, head_ttl="1h"),
+    CacheRules(family="openai_breakpoints", min_cacheable_tokens=50),
+    CacheRules(family="openai_implicit", min_cacheable_tokens=1024),
+    CacheRules(family="deepseek"),
 ])
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _drive(first_text: str, first_context: dict, plan, rules: ProviderRules) -> tuple[list[Prompt], Transcript, list[Transcript]]:
+def _drive(first_text: str, first_context: dict, plan, rules: CacheRules) -> tuple[list[Prompt], Transcript, list[Transcript]]:
     projector = Projector(rules, session_id="prop")
     transcript = Transcript().append(UserMessage(content=(TextBlock(text=first_text or "start"),)))
     prompts, inputs = [], []

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from hitrate.store.cache_rules import anthropic_bill_split, openai_cached_tokens
+from hitrate.projection.caching.anthropic import bill_split
+from hitrate.projection.caching.openai_prefix import cached_tokens
 from hitrate.store.cost import aggregate, cost, miss_cost
 from hitrate.store.normalize import from_anthropic, from_deepseek, from_gemini, from_openai_chat
 from hitrate.store.prices import PriceTable
@@ -15,6 +16,15 @@ from hitrate.store.usage import Usage
 TABLE = PriceTable.default()
 WHEN = datetime(2026, 11, 18, 12, 0, tzinfo=timezone.utc)  # a Wednesday, off-peak for DeepSeek
 K = 1000
+
+
+def anthropic_bill_split(prompt_tokens: int, marks: list[tuple[int, str]], hit_tokens: int) -> Usage:
+    split = bill_split(prompt_tokens, marks, hit_tokens)
+    return anthropic(fresh=split.fresh, w5=split.write_5m, w1h=split.write_1h, read=split.read)
+
+
+def openai_cached_tokens(shared: int, model) -> int:
+    return cached_tokens(shared, minimum=model.min_cacheable_tokens or 0, granularity=model.hit_granularity_tokens)
 
 
 def anthropic(fresh: int = 0, w5: int = 0, w1h: int = 0, read: int = 0, out: int = 0) -> Usage:

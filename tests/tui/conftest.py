@@ -3,21 +3,18 @@ harness agent with a scripted model."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from tui_helpers import SPEC, FrozenClock, fixed_context
+from scripted_model import ScriptedRouter
 
-from tui_helpers import SPEC, FrozenClock, fixed_context  # noqa: E402
-from tui_scripted import ScriptedRouter  # noqa: E402
-
-from hitrate.harness.agent import AgentLimits  # noqa: E402
-from hitrate.store.ledger import Ledger  # noqa: E402
-from hitrate.tui.app import HitrateApp  # noqa: E402
-from hitrate.tui.harness_link import HarnessLink  # noqa: E402
+from hitrate.harness.agent import AgentLimits
+from hitrate.store.ledger import Ledger
+from hitrate.tui.app import HitrateApp
+from hitrate.tui.harness_link import HarnessLink
 
 
 @pytest.fixture

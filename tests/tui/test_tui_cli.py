@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from tui_helpers import SPEC, fixed_context
-from tui_scripted import ScriptedRouter
+from scripted_model import ScriptedRouter
 from typer.testing import CliRunner
 
 from hitrate.harness.cli import _register_all, app

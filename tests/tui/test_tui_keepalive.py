@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from tui_helpers import SPEC, FrozenClock, fixed_context, submit, wait_until
-from tui_scripted import ScriptedRouter
+from scripted_model import ScriptedRouter
 
 from hitrate.harness.agent import AgentLimits
 from hitrate.harness.keepalive import KeepAliveConfig

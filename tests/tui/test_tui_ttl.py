@@ -4,18 +4,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from hitrate.projection.caching import CacheRules, family_for
+from hitrate.projection.caching.openai_prefix import OPENAI_IN_MEMORY
+from hitrate.projection.caching.ttl import ttl_seconds
 from hitrate.store.usage import BUCKETS, Usage
-from hitrate.tui.ttl import (
-    OPENAI_IN_MEMORY,
-    PrefixClock,
-    anthropic_rule,
-    cache_clock,
-    cache_mechanism,
-    format_clock,
-    newest_write_ttl,
-    ttl_rule,
-    ttl_seconds,
-)
+from hitrate.tui.ttl import PrefixClock, cache_clock, cache_mechanism, format_clock, newest_write_ttl, ttl_rule
+
+
+def anthropic_rule(ttl_class: str):
+    return family_for(CacheRules(family="anthropic")).lifetime(ttl_class)
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
 

@@ -13,10 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# A standalone script: its own folder (tui_helpers) is on the path; the shared helpers are one up.
+sys.path.insert(0, str(Path(__file__).parent.parent))
 
 from tui_helpers import SPEC, FrozenClock, fixed_context, submit  # noqa: E402
-from tui_scripted import ScriptedRouter  # noqa: E402
+from scripted_model import ScriptedRouter  # noqa: E402
 from tui_session_script import THREE_TURNS, run_three_turns  # noqa: E402
 
 from hitrate.harness.agent import AgentLimits  # noqa: E402
