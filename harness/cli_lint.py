@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hitrate.projection.breakpoints import CacheRules
+    from hitrate.projection.caching import CacheRules
     from hitrate.projection.lint import Finding
     from hitrate.projection.prompt import Prompt
 
