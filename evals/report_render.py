@@ -124,7 +124,12 @@ def tables(report: Report) -> Group:
         row(f"  {name}", [str(b.outcomes.get(name, 0)) for b in blocks])
     row("passed / scored", [f"{b.n_passed}/{b.n_scored}" for b in blocks])
     row("pass rate [95% CI]", [pass_rate_text(b) + (" replay" if b.key.policy == "replay" else "") for b in blocks])
-    for k in pass_at_ks(report):
+    ks = pass_at_ks(report)
+    if ks:
+        # pass@k: tasks passed within their first k tries (the second sees the failing output once).
+        row("tries", [str(b.max_tries) + (f" ({b.pass_try_unknown} passing try unknown)" if b.pass_try_unknown else "")
+                      for b in blocks])  # fmt: skip
+    for k in ks:
         row(f"pass@{k} [95% CI]", [pass_at_text(pass_at_row(b, k)) for b in blocks])
     row("total cost", [cost_text(b, b.total_cost_usd) for b in blocks])
     row("cost / task", [money(b.cost_per_task_usd) for b in blocks])
@@ -147,6 +152,9 @@ def tables(report: Report) -> Group:
         notes.append(Text(note))
     if any(b.key.policy == "replay" for b in blocks):
         notes.append(Text(REPLAY_NOTE))
+    if ks:
+        notes.append(Text("pass@k: tasks passed within their first k tries (the second try sees the failing test "
+                          "output once).", style="dim"))
     notes.append(Text(FIGURE_NOTES, style="dim"))
     if any(b.n_tasks > b.n_scored for b in blocks):
         notes.append(Text("not scored: infra errors and unfinished tasks, left out of the pass rate.", style="dim"))
