@@ -114,21 +114,22 @@ class Agent:
             return "max_cost", f"spent ${spent:.4f} of the ${limits.max_cost_usd:.4f} limit"
         if limits.max_cost_usd is not None:
             # Checking only what was spent lets the last call overshoot by a whole call. The
-            # transcript only grows, so the next call costs at least about what the last one did:
-            # a call that would cross the limit is not started.
+            # transcript only grows, so the next call costs at least about what the last call that
+            # hit the cache did: a call that would cross the limit is not started.
             estimate = self._next_call_estimate()
             if estimate is not None and spent + estimate > limits.max_cost_usd:
                 return "max_cost", (f"spent ${spent:.4f}; the next call would cost about ${estimate:.4f} (as the last "
-                                    f"one did), over the ${limits.max_cost_usd:.4f} limit")  # fmt: skip
+                                    f"cached one did), over the ${limits.max_cost_usd:.4f} limit")  # fmt: skip
         elapsed = self.clock() - started
         if limits.max_wall_s is not None and elapsed >= limits.max_wall_s:
             return "max_wall", f"{elapsed:.1f}s elapsed, limit {limits.max_wall_s:.1f}s"
         return None
 
     def _next_call_estimate(self) -> float | None:
-        """What the last priced call that returned cost; None before any."""
+        """What the last priced call that returned without a miss cost; None before any. A miss
+        (a cold start, an expired prefix) pays writes the next call will not, so it is no guide."""
         for _, record in reversed(self.session.records):
-            if record.error is None and record.cost_usd is not None:
+            if record.error is None and record.cost_usd is not None and not record.miss_reason:
                 return record.cost_usd
         return None
 

@@ -169,16 +169,20 @@ def test_a_refused_key_and_a_model_the_server_lacks_exit_2(app, fake_server, wor
 
 
 def test_max_cost_refuses_a_call_that_would_cross_the_limit(app, fake_server, workspace, tmp_path):
-    # Each call costs about the same ($0.0042 at claude-sonnet-5 prices): with $0.006 to spend,
-    # the second call would overshoot, so it is not made.
-    usage = {"input_tokens": 2000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 20}
-    fake_server.default = lambda record: Reply(tool_calls=[("toolu_x", "list_dir", "{}")], usage=usage)
+    # After a cold first call, each call reads the prefix and costs the same ($0.0006 at
+    # claude-sonnet-5 prices): the call that would cross the limit is not made.
+    cold = {"input_tokens": 2000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 20}
+    warm = {"input_tokens": 40, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 2000, "output_tokens": 20}
+    fake_server.push(Reply(tool_calls=[("toolu_0", "list_dir", "{}")], usage=cold))
+    fake_server.default = lambda record: Reply(tool_calls=[("toolu_x", "list_dir", "{}")], usage=warm)
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
     result = CliRunner().invoke(app, ["run", "loop", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
                                       "--max-cost", "0.006", "--db", str(tmp_path / "x.db")], env=env)
     assert result.exit_code == cli_run.EXIT_LIMIT, result.output
-    assert len(fake_server.requests) == 1
-    assert "the next call would cost about $0.0042 (as the last one did), over the $0.0060 limit" in result.stdout
+    with Ledger(tmp_path / "x.db") as ledger:
+        spent = sum(c.cost_usd for c in ledger.calls())
+    assert spent <= 0.006
+    assert "(as the last cached one did), over the $0.0060 limit" in result.stdout
 
 
 def test_run_step_limit_exit_code(app, fake_server, workspace, tmp_path):
