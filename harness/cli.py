@@ -17,7 +17,7 @@ import inspect
 import re
 import sys
 from importlib.metadata import PackageNotFoundError, entry_points, requires, version
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable, NoReturn
 
 import typer
 
@@ -84,8 +84,8 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    show_version: Optional[bool] = typer.Option(
-        None, "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."
     ),
 ) -> None:
     pass

@@ -61,3 +61,14 @@ def test_the_probe_sees_a_heavy_import_when_there_is_one(tmp_path: Path) -> None
     (tmp_path / "ws").mkdir()
     code, modules = _loaded(["lint", "-w", str(tmp_path / "ws"), "-m", "anthropic/claude-sonnet-5"], tmp_path / "ledger.db")
     assert code == 0 and "anthropic" in modules
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    env = {"HITRATE_DB": str(tmp_path / "l.db"), "PATH": "/usr/bin:/bin", "COLUMNS": "80", "HOME": str(tmp_path)}
+    run = [sys.executable, "-c", "from hitrate.harness.cli import main; main()"]
+    shown = subprocess.run([*run, "--version"], capture_output=True, text=True, env=env, timeout=60)
+    assert shown.returncode == 0 and shown.stdout.strip() == f"hitrate {version('hitrate')}"
+    helped = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert helped.returncode == 0 and "--version" in helped.stdout
