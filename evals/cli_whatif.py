@@ -34,7 +34,9 @@ def whatif_command(
         ),
     ],
     ttl: Annotated[str, typer.Option("--ttl", help="Anthropic: TTL of the planned marks, 5m or 1h (recorded marks keep theirs).")] = "5m",
-    marks: Annotated[str, typer.Option("--marks", help="planned (as the projection places them) or recorded.")] = "planned",
+    marks: Annotated[str, typer.Option("--marks", help="Anthropic / OpenAI >= 5.6 cache marks: planned (default: where hitrate's "
+                                       "projection would place them on this content) or recorded (the marks the requests carried; "
+                                       "a naive-layout run carried none, so this is what `hitrate demo` compares).")] = "planned",
     naive: Annotated[bool, typer.Option("--naive", help="Replay the content assembled naively: volatile head, no marks.")] = False,
     volatility: Annotated[str, typer.Option("--volatility", help="With --naive: the head changes per 'context' change or per 'request'.")] = "context",
     retention: Annotated[str, typer.Option("--retention", help="OpenAI <= 5.5: in_memory or 24h.")] = "in_memory",
@@ -90,6 +92,10 @@ def whatif_command(
     console.print(summary_table(loaded, results))
     console.print("Σ-hit ratio: Σread / Σ(read + write + fresh); any-hit calls: share of calls that read from cache.",
                   style="dim")
+    if any(r.target.split("/", 1)[0] in ("anthropic", "openai") for r in results):
+        which = ("marks as hitrate's projection would place them (--marks recorded: the marks the requests carried)"
+                 if options.marks == "planned" else "the marks the requests carried (--marks planned: hitrate's own)")
+        console.print(f"  note: cache marks: {which}", highlight=False)
     for note in loaded.skipped + sorted({n for r in results for n in r.notes}):
         console.print(f"  note: {note}", highlight=False)
     if per_call:
