@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hitrate.store.cost import UsageTotals
+    from hitrate.store.records import CallRecord
     from hitrate.store.ledger import GroupSummary
 
 ORDINARY_KIND = "call"
@@ -49,7 +50,9 @@ def _cost(totals: UsageTotals) -> str:
 
 
 def _calls(totals: UsageTotals) -> str:
-    return f"{totals.calls}" + (f" ({totals.failed_calls}✗)" if totals.failed_calls else "")
+    """`12`, with `(1✗)` for failed calls and `(2⚑)` for flagged ones (explained under the table)."""
+    text = f"{totals.calls}" + (f" ({totals.failed_calls}✗)" if totals.failed_calls else "")
+    return text + (f" ({totals.flagged_calls}⚑)" if totals.flagged_calls else "")
 
 
 def _table() -> Table:
@@ -60,6 +63,8 @@ def _footnotes(all_totals: list[UsageTotals]) -> list[str]:
     notes = [RATIO_LEGEND]
     if any(t.failed_calls for t in all_totals):
         notes.append("n✗: calls that failed (recorded without usage).")
+    if any(t.flagged_calls for t in all_totals):
+        notes.append("n⚑: calls whose usage payload contradicted itself (listed below; all: --flagged).")
     if any(t.cost_usd is not None and _unpriced(t) for t in all_totals):
         notes.append("*: some calls have no price; the cost is of the priced ones (`hitrate prices`).")
     unknown = defaultdict(int)
@@ -140,6 +145,40 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
         out.print(f"{len(sessions) - len(shown)} older session(s) not shown: --limit 0 shows all, --since narrows.", style="dim")
     out.print("Continue one: hitrate run --resume <session> \"…\" (a unique prefix of the id is enough).", style="dim")
     _print_path(out, path)
+
+
+FLAGGED_SHOWN = 10
+"""Flagged calls listed under the summary table (`--flagged` lists them all)."""
+
+
+def print_flagged(calls: list[CallRecord], path: Path, *, as_json: bool, limit: int | None) -> None:
+    """The calls whose usage held a contradiction: when, which model, and each flag."""
+    import json
+
+    if as_json:
+        print(json.dumps([
+            {"id": c.id, "started_at": c.started_at.isoformat(), "model": c.model, "flags": list(c.usage.flags),
+             "raw_usage": c.raw_usage} for c in calls
+        ], indent=1))  # fmt: skip
+        return
+    out = console()
+    if not calls:
+        out.print(f"no flagged calls in {path}", soft_wrap=True)
+        return
+    shown = calls if limit is None else calls[:limit]
+    out.print(f"{len(calls)} flagged call(s): usage stored with its best reading and the raw payload", style="bold")
+    table = _table()
+    table.add_column("call", no_wrap=True)
+    table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("model", no_wrap=True, overflow="ellipsis")
+    table.add_column("flags", overflow="fold")
+    n = short_id_length([c.id for c in calls])
+    for call in shown:
+        started = call.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+        table.add_row(call.id[:n], started, _model_name(call.model), "\n".join(call.usage.flags))
+    out.print(table)
+    if len(shown) < len(calls):
+        out.print(f"... and {len(calls) - len(shown)} more: hitrate ledger --flagged")
 
 
 def _group_name(by: str, group: GroupSummary, id_length: int) -> str:

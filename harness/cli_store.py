@@ -116,12 +116,15 @@ def ledger_command(
     db: Path | None = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data directory)."),
     run: str | None = typer.Option(None, "--run", help="Only calls of this run id."),
     as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
+    flagged: bool = typer.Option(False, "--flagged", help="List the calls whose usage payload held a contradiction."),
 ) -> None:
     """Summarize recorded calls: by session (the default), day, run, task, model, backend or kind.
 
     Newest first. Sessions show their date, model and first prompt, under a total for each day.
     Per group: calls, token buckets, the Σ-hit ratio Σread / Σ(read + writes + fresh), the share of
-    calls that read anything from cache (a different figure), and cost."""
+    calls that read anything from cache (a different figure), and cost. Calls whose usage payload
+    contradicted itself are counted under "flagged" and listed below the table (all of them with
+    --flagged)."""
     from hitrate.store.ledger import Ledger, default_ledger_path
 
     if by not in _GROUPS:
@@ -137,12 +140,18 @@ def ledger_command(
     from hitrate.harness import cli_ledger_tables as ledger_tables
 
     with Ledger(path) as ledger:
+        flagged_rows = ledger.flagged_calls(run_id=run)
+        if flagged:
+            ledger_tables.print_flagged(flagged_rows, path, as_json=as_json, limit=None)
+            return
         if by == "session" and run is None and not as_json:
             from hitrate.harness.cli_sessions import recent_sessions
 
             sessions = recent_sessions(ledger, since=since_at)
             days = ledger.summarize("day", since=since_at)
             ledger_tables.print_sessions(path, sessions, days, limit=limit, since=since)
+            if flagged_rows:
+                ledger_tables.print_flagged(flagged_rows, path, as_json=False, limit=ledger_tables.FLAGGED_SHOWN)
             return
         groups = ledger.summarize(by, run_id=run, since=since_at)  # type: ignore[arg-type]
     groups.sort(key=lambda g: g.last_at or datetime.min.replace(tzinfo=timezone.utc), reverse=True)
@@ -155,6 +164,8 @@ def ledger_command(
         typer.echo(f"no calls recorded in {path}" + (f" for run {run}" if run else "") + (f" since {since}" if since else ""))
         return
     ledger_tables.print_groups(by, groups, path)
+    if flagged_rows:
+        ledger_tables.print_flagged(flagged_rows, path, as_json=False, limit=ledger_tables.FLAGGED_SHOWN)
 
 
 def _parse_since(text: str) -> datetime:
@@ -192,6 +203,11 @@ def _tier_notes(entry: ModelPrice, schedule: PriceSchedule) -> str:
         parts.append("writes free")
     if schedule.effective_until is not None:
         parts.append(f"no price after {schedule.effective_until.isoformat()}")
+    parts.extend(f"{name}: {_rates(levels[0])}" for name, levels in schedule.service_tiers.items())
+    for field, modifiers in (("geo", schedule.inference_geo), ("speed", schedule.speed)):
+        parts.extend(f"{field} {value} x{m.multiplier:g}" for value, m in modifiers.items())
+    parts.extend(f"{name.removesuffix('_requests').replace('_', ' ')} ${fee.usd_per_request:g}/request"
+                 for name, fee in schedule.server_tools.items() if fee.usd_per_request)
     return "; ".join(parts) or "-"
 
 
