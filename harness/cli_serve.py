@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from hitrate.harness.cli import add_command
+from hitrate.harness.cli import add_command, require_extra
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +28,7 @@ def verify_command(
     """Measure the prefix cache on MODEL: for a prompt and a variant edited in the middle, the
     cached-vs-recompute logit difference, K/V groups, the QK products the cache saved, and K/V bytes
     per token (accounted vs theoretical)."""
+    require_extra("local", "hitrate engine verify")
     import json
 
     from hitrate.engine.api import EngineError
@@ -66,6 +67,7 @@ def serve_command(
 ) -> None:
     """Serve MODEL with an exact prefix cache and continuous batching: /v1/chat/completions,
     /v1/responses, /v1/completions, /v1/messages, /tokenize, /detokenize, /metrics."""
+    require_extra("local", "hitrate serve")
     from hitrate.engine.api import EngineError
     from hitrate.engine.runner import TransformersEngine
     from hitrate.engine.server import serve

@@ -43,6 +43,7 @@ from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.interruptible import Cancelled, GuardedCall, cancellable_sleep
 from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
+from hitrate.harness.price_source import configured_price_table
 from hitrate.harness.resume import (
     PreviousRequest,
     SessionNotResumable,
@@ -198,7 +199,9 @@ class Session(SessionRecording, SessionCompaction):
         self.config = config or SessionConfig()
         self.inputs = inputs or session_inputs(self.workspace)
         self.sink = sink
-        self.price_table = price_table or PriceTable.default()
+        # Without a table given, the configured price source ($HITRATE_PRICES, the config file's
+        # `prices`), else the shipped snapshot: evals and the TUI price calls as `run` does.
+        self.price_table = price_table or configured_price_table()
         self.sleep = sleep
         self.clock = clock
         self._context = context or (lambda: workspace_context(self.workspace))
