@@ -25,6 +25,7 @@ from hitrate.projection.project import Projector, ProjectionError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger, default_ledger_path
 from hitrate.store.prices import PriceTable
+from hitrate.tools import confinement_notice
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
@@ -107,12 +108,17 @@ def run_command(
         # Unpriced calls count as $0 towards the limit, so it would never fire.
         typer.echo(f"warning: cost limit cannot be enforced: {route.label} has no price", err=True)
     sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
+    unconfined = confinement_notice()
+    if unconfined is not None:
+        typer.echo(f"warning: {unconfined}", err=True)
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=SessionConfig(max_output_tokens=max_output_tokens), resume=resume)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
+    if unconfined is not None:
+        typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(_EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
 
 

@@ -142,6 +142,18 @@ def detect() -> Availability:
     return Availability("bubblewrap", bwrap)
 
 
+def confinement_notice() -> str | None:
+    """What a front end tells the user at start and in its summary when shell commands run
+    unconfined; None when the OS sandbox works."""
+    found = detect()
+    if found.confined:
+        return None
+    return (
+        f"shell commands are NOT confined on this machine ({found.detail}): each one needs your "
+        "approval, and runs without approval are refused"
+    )
+
+
 def _hidden_defaults(env: Mapping[str, str]) -> list[str]:
     home = env.get("HOME") or os.path.expanduser("~")
     paths = [os.path.join(home, rel) for rel in HIDDEN_HOME_PATHS]

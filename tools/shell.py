@@ -233,10 +233,11 @@ class ShellTool(Tool[ShellArgs]):
             raise ToolError("command is empty")
         if "\x00" in args.command:
             raise ToolError("command contains a NUL byte")
-        if not ctx.approved(self.name, args):
-            return refused(self.name)
         sandbox = detect()
-        if not sandbox.confined and not ctx.allow_unconfined_shell:
+        if sandbox.confined or ctx.allow_unconfined_shell:
+            if not ctx.approved(self.name, args):
+                return refused(self.name)
+        else:
             # Without an OS sandbox the command could read and write anything the user can: only a
             # person who has seen it may let it run, whatever the approval setting for other tools.
             if ctx.approve is None or not ctx.approve(UNCONFINED_SHELL, args.model_dump(mode="json")):
