@@ -176,6 +176,23 @@ def _hide_args(path: str, keep: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", real]
 
 
+def _git_guard_args(root: Path) -> list[str]:
+    """Read-only binds over the repository's `.git/config` and `.git/hooks`: a command may commit,
+    but cannot plant a hook or a `core.fsmonitor` that runs when the user (or hitrate) next runs git.
+    A missing hooks folder is created first, so there is something to bind over."""
+    git = root / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []  # a worktree's or submodule's .git file points outside: already read-only
+    hooks = git / "hooks"
+    if not hooks.exists() and not hooks.is_symlink():
+        hooks.mkdir()
+    args: list[str] = []
+    for path in (git / "config", hooks):
+        if path.exists() and not path.is_symlink():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
 def confined_argv(
     argv: Sequence[str],
     *,
@@ -190,6 +207,7 @@ def confined_argv(
     for path in (*_hidden_defaults(env), *policy.hidden_paths):
         args += _hide_args(path, root)
     args += ["--bind", str(root), str(root)]
+    args += _git_guard_args(root)
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         args.append("--unshare-net")

@@ -209,3 +209,18 @@ def test_process_count_is_limited(registry, ctx) -> None:
     result = _shell(registry, dataclasses.replace(ctx, confinement=policy), command)
     assert "Resource temporarily unavailable" in result.content or "fork" in result.content
     assert _gone_within("75.25")
+
+
+def test_git_config_and_hooks_are_read_only_to_the_shell(registry, ctx, workspace: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    before = (workspace / ".git" / "config").read_text()
+    command = (
+        "git config core.fsmonitor 'touch owned'; echo '#!/bin/sh' > .git/hooks/pre-commit; "
+        "echo x > file.txt && git add file.txt && echo ADDED"
+    )
+    result = _shell(registry, ctx, command)
+    assert (workspace / ".git" / "config").read_text() == before
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert "ADDED" in result.content  # the rest of the repository stays usable
