@@ -200,8 +200,10 @@ def confined_argv(
     policy: ConfinementPolicy,
     env: Mapping[str, str],
     bwrap: str,
+    cwd: Path | None = None,
 ) -> list[str]:
-    """`argv` wrapped in bubblewrap with `workspace` as its only writable folder and working folder."""
+    """`argv` wrapped in bubblewrap with `workspace` as its only writable folder; it starts in
+    `cwd` (default: the workspace)."""
     root = Path(os.path.realpath(workspace))
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for path in (*_hidden_defaults(env), *policy.hidden_paths):
@@ -212,7 +214,8 @@ def confined_argv(
     if not policy.network:
         args.append("--unshare-net")
     # --new-session: the command cannot push keystrokes into the user's terminal (TIOCSTI).
-    args += ["--die-with-parent", "--new-session", "--chdir", str(root), "--"]
+    start = Path(os.path.realpath(cwd)) if cwd is not None else root
+    args += ["--die-with-parent", "--new-session", "--chdir", str(start), "--"]
     return [*args, *limit_argv(policy), *argv]
 
 

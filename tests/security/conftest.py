@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# The grading attacks build their tasks with the eval tests' task factory.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evals"))
 
 from hitrate.tools import ToolContext, ToolLimits, default_tools
 
@@ -24,3 +28,16 @@ def ctx(workspace: Path) -> ToolContext:
 @pytest.fixture
 def registry():
     return default_tools()
+
+
+@pytest.fixture
+def make_task(tmp_path: Path):
+    from evals_task_factory import write_task
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+
+    def make(task_id: str = "fix-add", **kwargs: object) -> Path:
+        return write_task(suite, task_id, **kwargs)  # type: ignore[arg-type]
+
+    return make
