@@ -22,6 +22,7 @@ from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from hitrate.tools.files import cut_line, strip_eol
+from hitrate.tools.linear_regex import LinearRegexError, RegexTimeoutError, compile_bounded
 from hitrate.tools.listing import PathFilter, walk_files
 from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, describe_binary, looks_binary, sniff
 
@@ -29,6 +30,9 @@ from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, describe_binary, l
 HARD_MATCH_LIMIT = 20_000
 RIPGREP_TIMEOUT_S = 60.0
 GREP_LINE_CHARS = 300
+# Time all searches of one grep call may spend in a backtracking pattern (look-around or
+# backreferences in the python engine); RE2 patterns need no budget.
+REGEX_BUDGET_S = 10.0
 
 
 def find_ripgrep() -> str | None:
@@ -107,11 +111,10 @@ def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[Path
 
 
 def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_bytes: int) -> Search:
-    flags = re.IGNORECASE if args.ignore_case else 0
     source = re.escape(args.pattern) if args.fixed_strings else args.pattern
     try:
-        regex = re.compile(source, flags)
-    except re.error as exc:
+        regex = compile_bounded(source, ignore_case=args.ignore_case, budget_s=REGEX_BUDGET_S)
+    except LinearRegexError as exc:
         raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from exc
     collector = _Collector(cap)
     for file in _python_files(target, args, max_bytes):
@@ -126,7 +129,11 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
             lines.pop()
         shown = sandbox.display(file)
         for number, line in enumerate(lines, start=1):
-            if regex.search(strip_eol(line)) and not collector.add(shown, number, line):
+            try:
+                hit = regex.search(strip_eol(line))
+            except RegexTimeoutError as exc:
+                raise ToolError(f"search stopped: {exc}; simplify the pattern") from exc
+            if hit and not collector.add(shown, number, line):
                 return collector.result(complete=False)
     return collector.result(complete=True)
 
