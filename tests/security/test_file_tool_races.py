@@ -113,3 +113,20 @@ def test_git_internals_cannot_be_edited_or_reached_through_a_link(registry, ctx,
     assert (workspace / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
     # Reading stays allowed: the agent may look at its repository.
     assert "bare = false" in registry.execute("read_file", {"path": ".git/config"}, ctx).content
+
+
+def test_a_huge_error_text_is_capped(registry, workspace: Path) -> None:
+    from hitrate.tools import Tool, ToolArgs, ToolContext, ToolError, ToolLimits
+    from hitrate.tools.registry import ToolRegistry
+
+    class Exploding(Tool[ToolArgs]):
+        name = "explode"
+        description = "fails with a 5 MB message"
+        args_model = ToolArgs
+
+        def run(self, args, ctx):
+            raise ToolError("E" * 5_000_000)
+
+    ctx = ToolContext(workspace=workspace, limits=ToolLimits(output_max_chars=30_000))
+    result = ToolRegistry([Exploding()]).execute("explode", {}, ctx)
+    assert result.is_error and len(result.content) <= 30_000 and "cut from the middle" in result.content
