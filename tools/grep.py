@@ -24,7 +24,7 @@ from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResul
 from hitrate.tools.files import cut_line, strip_eol
 from hitrate.tools.linear_regex import LinearRegexError, RegexTimeoutError, compile_bounded
 from hitrate.tools.listing import PathFilter, walk_files
-from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, describe_binary, looks_binary, sniff
+from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, SandboxError, describe_binary, looks_binary, sniff
 
 # Past this many matching lines the search stops: the model only sees the first page anyway.
 HARD_MATCH_LIMIT = 20_000
@@ -119,8 +119,10 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
     collector = _Collector(cap)
     for file in _python_files(target, args, max_bytes):
         try:
-            data = file.read_bytes()
-        except OSError:
+            # Opened beneath the workspace without following links, like read_file: a folder
+            # swapped for a symlink during the walk is skipped, not followed.
+            data = sandbox.read_bytes(file)
+        except (OSError, SandboxError):
             continue
         if b"\x00" in data:  # ripgrep's binary test: such files are skipped
             continue

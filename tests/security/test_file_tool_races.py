@@ -130,3 +130,17 @@ def test_a_huge_error_text_is_capped(registry, workspace: Path) -> None:
     ctx = ToolContext(workspace=workspace, limits=ToolLimits(output_max_chars=30_000))
     result = ToolRegistry([Exploding()]).execute("explode", {}, ctx)
     assert result.is_error and len(result.content) <= 30_000 and "cut from the middle" in result.content
+
+
+@pytest.mark.timeout(60)
+def test_python_grep_never_follows_a_swapped_symlink(ctx, racing: Path) -> None:
+    from hitrate.tools.grep import GrepTool
+    from hitrate.tools.registry import ToolRegistry
+
+    python_grep = ToolRegistry([GrepTool(ripgrep=None)])
+    end = time.monotonic() + WITHIN_S / 2
+    for _ in range(TRIES):
+        result = python_grep.execute("grep", {"pattern": "SECRET", "path": "."}, ctx)
+        assert "TOP SECRET" not in result.content
+        if time.monotonic() > end:
+            break
