@@ -222,9 +222,8 @@ class ShellTool(Tool[ShellArgs]):
     description = (
         "Run a shell command in the workspace and return its combined stdout and stderr and its exit "
         "code. Standard input is empty; long output keeps its beginning and end. Processes the command "
-        "leaves in the background are stopped when it finishes. The command sees only a minimal "
-        "environment (no API keys or other secrets) and, where the machine has a sandbox, can write "
-        "only inside the workspace and /tmp, with no network."
+        "leaves in the background are stopped when it finishes. API keys, tokens and other secrets are "
+        "not in its environment."
     )
     args_model = ShellArgs
 
