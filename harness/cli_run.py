@@ -71,7 +71,7 @@ def run_command(
     ),
     workspace: Optional[Path] = typer.Option(
         None, "--workspace", "-w",
-        help="The project the agent works in (its tools cannot leave it). Default: the resumed session's, else the current folder.",
+        help="The project the agent works in: file tools stay inside it, and the sandboxed shell can write only there (docs/security.md). Default: the resumed session's, else the current folder.",
     ),
     resume: Optional[str] = typer.Option(
         None, "--resume",
