@@ -158,9 +158,9 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     ]  # fmt: skip
     env = _grading_env(guard_dir, verdict_path)
     sandbox = detect()
-    if sandbox.confined:
+    if sandbox.program is not None:
         hidden = ConfinementPolicy(hidden_paths=(str(task.tests_dir), str(task.solution_dir)))
-        argv = confined_argv(argv, workspace=root, policy=hidden, env=env, bwrap=sandbox.detail, cwd=work_dir)
+        argv = confined_argv(argv, workspace=root, policy=hidden, env=env, bwrap=sandbox.program, cwd=work_dir)
     started = time.monotonic()
     exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env)
     duration = time.monotonic() - started

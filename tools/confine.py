@@ -101,7 +101,8 @@ class Availability:
     """Whether commands can be confined on this machine, and by what (or why not)."""
 
     kind: str  # "bubblewrap" or "none"
-    detail: str
+    detail: str  # what was found, or why nothing can confine commands here
+    program: str | None = None  # the bwrap executable to run
 
     @property
     def confined(self) -> bool:
@@ -139,7 +140,7 @@ def detect() -> Availability:
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", errors="replace").strip()[:300] or f"exit status {done.returncode}"
         return Availability("none", f"bubblewrap at {bwrap} cannot create a sandbox here: {why}")
-    return Availability("bubblewrap", bwrap)
+    return Availability("bubblewrap", f"bubblewrap at {bwrap}", program=bwrap)
 
 
 def confinement_notice() -> str | None:

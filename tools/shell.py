@@ -6,6 +6,11 @@ then SIGKILL after a grace period: killing only the shell would leave its childr
 holding the output pipe open, which is how a `sleep 1000 &` hangs naive harnesses. When the command
 finishes normally, whatever it left running in its group is killed too, so no call leaks processes
 into the next one.
+
+Where bubblewrap works, the command runs inside it (`confine.py`): the workspace is the only
+writable folder besides a private /tmp, and its PID namespace takes every descendant down with it,
+`setsid` daemons included. Where it does not, each command needs the user's approval. Either way
+the command's environment is an allowlist, never the harness's own.
 """
 
 from __future__ import annotations
@@ -253,9 +258,9 @@ class ShellTool(Tool[ShellArgs]):
         env["TMPDIR"] = "/tmp"
         bash = shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
         argv = [bash, "-c", args.command]
-        if sandbox.confined:
+        if sandbox.program is not None:
             argv = confined_argv(
-                argv, workspace=ctx.sandbox.root, policy=ctx.confinement, env=env, bwrap=sandbox.detail
+                argv, workspace=ctx.sandbox.root, policy=ctx.confinement, env=env, bwrap=sandbox.program
             )
         timeout = min(float(args.timeout_s), ctx.limits.shell_max_timeout_s)
         outcome = run_command(
