@@ -123,8 +123,16 @@ class ReadFileTool(Tool[ReadFileArgs]):
                     "use grep, or shell with head/sed, to look at parts of it"
                 )
             handle.seek(0)
-            text = io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline="")
-            total, last_shown, cut_short, out = _page(text, args, limits)
+            # Read at most the cap, whatever the size was when checked: a file that grows while
+            # it is read (a log being written) must not take the read past it.
+            data = handle.read(limits.read_max_file_bytes + 1)
+        if len(data) > limits.read_max_file_bytes:
+            raise ToolError(
+                f"{shown} grew past the {limits.read_max_file_bytes:,}-byte read cap while it was read; "
+                "use shell with head/tail to look at parts of it"
+            )
+        text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline="")
+        total, last_shown, cut_short, out = _page(text, args, limits)
 
         meta = {"path": shown, "total_lines": total, "start_line": args.start_line, "end_line": last_shown}
         if total == 0:

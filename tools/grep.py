@@ -207,7 +207,10 @@ def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap:
             if not pcre2 and ("look-around" in message or "backreferences" in message):
                 pcre2 = True
                 continue
-            raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
+            # Exit status 2 is any error (an unreadable file, a bad glob, I/O), not only a bad pattern.
+            if "regex parse error" in message or "PCRE2:" in message:
+                raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
+            raise ToolError(f"ripgrep failed (exit status 2): {message or 'no message'}")
         return collector.result(complete)
 
 

@@ -144,3 +144,32 @@ def test_python_grep_never_follows_a_swapped_symlink(ctx, racing: Path) -> None:
         assert "TOP SECRET" not in result.content
         if time.monotonic() > end:
             break
+
+
+@pytest.mark.timeout(60)
+def test_a_very_long_path_is_checked_in_linear_time(registry, ctx) -> None:
+    path = "/a" * 200_000  # absolute, outside the workspace: refused, but quickly
+    began = time.monotonic()
+    result = registry.execute("read_file", {"path": path}, ctx)
+    assert result.is_error and time.monotonic() - began < 5
+
+
+def test_a_file_that_grew_after_its_size_check_is_not_read_past_the_cap(registry, workspace: Path, monkeypatch) -> None:
+    import io
+
+    from hitrate.tools import ToolContext, ToolLimits
+    from hitrate.tools.sandbox import Sandbox
+
+    (workspace / "grows.log").write_text("small\n")
+    real_open = Sandbox.open_read
+
+    def grown(self, path):
+        handle, info = real_open(self, path)
+        handle.close()
+        # Checked at 6 bytes; 5 MB by the time it is read.
+        return io.BufferedReader(io.BytesIO(b"small\n" + b"x" * 5_000_000)), info
+
+    monkeypatch.setattr(Sandbox, "open_read", grown)
+    ctx = ToolContext(workspace=workspace, limits=ToolLimits(read_max_file_bytes=1_000_000))
+    result = registry.execute("read_file", {"path": "grows.log"}, ctx)
+    assert result.is_error and "grew past" in result.content
