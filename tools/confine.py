@@ -70,6 +70,14 @@ HIDDEN_HOME_PATHS: tuple[str, ...] = (
     ".config/gcloud",
     ".config/gh",
     ".config/hub",
+    ".cache/huggingface/token",
+    ".huggingface/token",
+    # Shell and client histories: typed passwords and `export KEY=...` lines end up there.
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
 )
 
 

@@ -39,15 +39,16 @@ def _all_prompt_text(backend: PrefixCacheBackend) -> str:
 def test_the_agents_shell_cannot_read_the_hidden_tests_or_solution(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     task_dir = write_task(suite, "fix-add", solution={"mathx.py": "REFERENCE_SOLUTION = 1\n"})
-    command = f"cat {task_dir}/tests/test_mathx.py {task_dir}/solution/mathx.py; ls -A {task_dir}/tests | wc -l"
+    other = write_task(suite, "other-task", solution={"mathx.py": "OTHER_SOLUTION = 1\n"})
+    command = f"cat {task_dir}/tests/test_mathx.py {task_dir}/solution/mathx.py {other}/solution/mathx.py"
     backend = PrefixCacheBackend(
         replies=[{"tool_calls": [("shell", json.dumps({"command": command}))]}, {"text": "Done."}]
     )
     result = run_eval(_settings(suite), db_path=tmp_path / "e.db", routes=FakeRoutes(backend))
     seen = _all_prompt_text(backend)
-    assert "REFERENCE_SOLUTION" not in seen and "def test_add" not in seen
+    assert "REFERENCE_SOLUTION" not in seen and "OTHER_SOLUTION" not in seen and "def test_add" not in seen
     assert "No such file" in seen  # the command ran, and found nothing
-    assert result.results[0].outcome == "fail"
+    assert {r.outcome for r in result.results} == {"fail"}
 
 
 @pytest.mark.timeout(120)

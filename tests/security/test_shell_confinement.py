@@ -168,9 +168,14 @@ def test_credential_folders_in_home_are_hidden(registry, workspace: Path, tmp_pa
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
     (home / ".netrc").write_text("machine x password hunter2\n")
+    (home / ".bash_history").write_text("export OPENAI_API_KEY=sk-typed-once\n")
+    (home / ".cache" / "huggingface").mkdir(parents=True)
+    (home / ".cache" / "huggingface" / "token").write_text("hf_secret_token\n")
     ctx = ToolContext(workspace=workspace, env={"PATH": os.environ["PATH"], "HOME": str(home)})
-    result = _shell(registry, ctx, f"cat {home}/.ssh/id_ed25519 {home}/.netrc; ls -a {home}/.ssh")
-    assert "PRIVATE KEY" not in result.content and "hunter2" not in result.content
+    command = f"cat {home}/.ssh/id_ed25519 {home}/.netrc {home}/.bash_history {home}/.cache/huggingface/token; ls -a {home}/.ssh"
+    result = _shell(registry, ctx, command)
+    for secret in ("PRIVATE KEY", "hunter2", "sk-typed-once", "hf_secret_token"):
+        assert secret not in result.content
 
 
 def test_paths_the_caller_hides_are_empty(registry, ctx, tmp_path: Path) -> None:
