@@ -65,7 +65,7 @@ def run_command(
     ),
     workspace: Optional[Path] = typer.Option(
         None, "--workspace", "-w",
-        help="The project the agent works in (its tools cannot leave it). Default: the resumed session's, else the current folder.",
+        help="The project the agent works in (file tools stay inside it, and the sandboxed shell can write only there: docs/security.md). Default: the resumed session's, else the current folder.",
     ),
     resume: Optional[str] = typer.Option(
         None, "--resume",
@@ -107,6 +107,7 @@ def run_command(
     from hitrate.harness.session import SessionConfig
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
+    from hitrate.tools.confine import confinement_notice
 
     ledger_path = db or default_ledger_path()
     if resume == "":
@@ -140,6 +141,9 @@ def run_command(
     if spec.wire == "local_engine":
         require_extra("local", f"the local model {spec.model}")
     sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
+    unconfined = confinement_notice()
+    if unconfined is not None:
+        typer.echo(f"warning: {unconfined}", err=True)
     route = _resolve(spec_text, table, sink, json_events)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
@@ -151,6 +155,8 @@ def run_command(
                           resume=resume, price_table=table)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
+    if unconfined is not None:
+        typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
 
 

@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Footer, Input
 
+from hitrate.tools import UNCONFINED_SHELL, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
@@ -121,6 +122,9 @@ class HitrateApp(CommandsMixin, App[None]):
         await self.conversation.add_notice(
             f"hitrate{where} · {self.link.model_label} · /help for commands, Esc cancels a step"
         )
+        unconfined = confinement_notice()
+        if unconfined is not None:
+            await self.conversation.add_notice(f"warning: {unconfined}")
         if self._resumed is not None:
             await self.show_resumed(self._resumed)
 
@@ -212,7 +216,8 @@ class HitrateApp(CommandsMixin, App[None]):
 
     def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool]:
         def approve(tool: str, args: dict[str, Any]) -> bool:
-            if not self.approvals or tool not in APPROVAL_TOOLS:
+            # An unconfined shell command is asked for even with approvals off (no OS sandbox).
+            if tool != UNCONFINED_SHELL and (not self.approvals or tool not in APPROVAL_TOOLS):
                 return True
             reply: Future[bool] = Future()
             self.post_message(ApprovalRequested(tool, args, reply))
