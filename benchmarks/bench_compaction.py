@@ -25,7 +25,7 @@ import argparse
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from hitrate.evals.sim_types import predicted
+from hitrate.evals.whatif.types import predicted
 from hitrate.projection.cache_view import cache_request
 from hitrate.projection.caching import CacheRules, family_for
 from hitrate.projection.compaction import compacted, needs_compaction, plan_compaction, summary_transcript

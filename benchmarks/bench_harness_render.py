@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hitrate.harness.models import Quirks
 from hitrate.harness.session import session_inputs
-from hitrate.harness.wire_anthropic import render_messages_request
-from hitrate.harness.wire_openai_chat import render_chat_request
+from hitrate.harness.wire.anthropic import render_messages_request
+from hitrate.harness.wire.openai_chat import render_chat_request
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock, ToolResultBlock, Transcript, UserMessage

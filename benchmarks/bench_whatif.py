@@ -17,8 +17,8 @@ import random
 import time
 from datetime import datetime, timedelta, timezone
 
-from hitrate.evals.sim_types import SimRequest, SimSection
-from hitrate.evals.whatif import WhatIfOptions, parse_target, whatif
+from hitrate.evals.whatif.types import SimRequest, SimSection
+from hitrate.evals.whatif.compare import WhatIfOptions, parse_target, whatif
 
 T0 = datetime(2026, 11, 16, 12, 0, tzinfo=timezone.utc)
 

@@ -29,7 +29,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hitrate.engine import wire_anthropic, wire_completions, wire_openai, wire_responses
+from hitrate.engine.wire import anthropic as wire_anthropic
+from hitrate.engine.wire import completions as wire_completions
+from hitrate.engine.wire import openai as wire_openai
+from hitrate.engine.wire import responses as wire_responses
 from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult, PrefillStarted
 from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError, ThreadedStream
 

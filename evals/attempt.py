@@ -37,7 +37,7 @@ from hitrate.harness.agent import Agent, AgentLimits, AgentResult
 from hitrate.harness.events import CallRecorded
 from hitrate.harness.policy import ModelPolicy, Policy, RecordedTurn, ReplayPolicy
 from hitrate.harness.session import Session, SessionConfig, session_inputs
-from hitrate.harness.wire_types import RETRYABLE_KINDS
+from hitrate.harness.wire.types import RETRYABLE_KINDS
 from hitrate.projection.tools_spec import sort_tools
 from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.ledger import Ledger

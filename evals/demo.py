@@ -27,7 +27,7 @@ from hitrate.evals.report_render import tables
 from hitrate.evals.runner import EvalRun, run_eval
 from hitrate.evals.settings import EvalSettings, Layout, RouterRoutes
 from hitrate.evals.task import bundled_suite_path
-from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, whatif
+from hitrate.evals.whatif.compare import WhatIfError, WhatIfOptions, load_requests, parse_target, whatif
 from hitrate.harness.demo import cache_dir, ensure_demo_model
 from hitrate.store.ledger import Ledger, default_ledger_path
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from hitrate.evals.buckets import token_columns
 from hitrate.evals.pass_at import PassAtK
 from hitrate.evals.report import Block, Report, headline
-from hitrate.harness.cli_format import money
+from hitrate.harness.commands.format import money
 
 TEMPLATE = "report.html.j2"
 

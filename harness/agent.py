@@ -22,7 +22,7 @@ from hitrate.harness.events import Finished, SessionStarted
 from hitrate.harness.policy import ModelPolicy, Policy
 from hitrate.harness.session import NO_REPLY_NOTE, Cancelled, Session
 from hitrate.harness.summary import SessionSummary
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
 
 Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "max_tokens", "cancelled", "error"]

@@ -31,9 +31,9 @@ app = typer.Typer(
 
 # Harness-level command modules, each exposing `register(app: typer.Typer) -> None`.
 _HARNESS_COMMAND_MODULES: list[str] = [
-    "hitrate.harness.cli_serve",
-    "hitrate.harness.cli_store",
-    "hitrate.harness.cli_run",
+    "hitrate.harness.commands.serve",
+    "hitrate.harness.commands.store",
+    "hitrate.harness.commands.run",
 ]
 
 

@@ -16,7 +16,7 @@ import time
 from typing import Callable, Generic, TypeVar
 
 from hitrate.harness.retry import Sleep
-from hitrate.harness.wire_types import Abortable, TextSink
+from hitrate.harness.wire.types import Abortable, TextSink
 
 T = TypeVar("T")
 

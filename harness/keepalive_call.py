@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hitrate.harness.wire_types import CallResult
+from hitrate.harness.wire.types import CallResult
 from hitrate.projection.prompt import Prompt
 
 KEEPALIVE_KIND = "keepalive"

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.harness.wire_types import CallResult
+from hitrate.harness.wire.types import CallResult
 from hitrate.projection.canonical import canonical_json
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock
 

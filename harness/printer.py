@@ -18,7 +18,7 @@ from hitrate.harness.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from hitrate.harness.cli_format import colour_wanted
+from hitrate.harness.commands.format import colour_wanted
 from hitrate.harness.summary import SessionSummary, count_text, summary_lines
 
 # SGR codes (ECMA-48), used only when colour_wanted() says the stream is a terminal without NO_COLOR.

@@ -15,7 +15,7 @@ from typing import Callable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 
 T = TypeVar("T")
 

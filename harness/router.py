@@ -18,10 +18,10 @@ from urllib.parse import urlparse
 
 from hitrate.harness.local_backend import LocalEngineServer
 from hitrate.harness.models import ModelSpec, ModelSpecError, parse_model_spec
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
-from hitrate.harness.wire_types import Backend
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
+from hitrate.harness.wire.types import Backend
 from hitrate.projection.caching import CacheRules, family_of_mechanism
 from hitrate.store.prices import PriceTable
 

@@ -61,7 +61,7 @@ from hitrate.harness.session_compaction import SessionCompaction, prompt_too_lon
 from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
-from hitrate.harness.wire_types import CallError, CallResult
+from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
 from hitrate.projection.explain import MissExplanation

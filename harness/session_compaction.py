@@ -26,7 +26,7 @@ from hitrate.harness.resume import PreviousRequest
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
 from hitrate.harness.transcript_log import TranscriptLog
-from hitrate.harness.wire_types import CallError, CallResult
+from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.compaction import compacted, needs_compaction, plan_compaction, summary_transcript
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import TextBlock, Transcript

@@ -15,7 +15,7 @@ from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.events import CallRecorded, call_facts
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
-from hitrate.harness.wire_types import CallResult
+from hitrate.harness.wire.types import CallResult
 from hitrate.projection.explain import MissExplanation
 from hitrate.projection.prompt import Prompt
 from hitrate.store.cost import cost, miss_cost

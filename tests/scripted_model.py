@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from hitrate.harness.models import parse_model_spec
 from hitrate.harness.router import Route, Router, rules_for
-from hitrate.harness.wire_types import CallResult
+from hitrate.harness.wire.types import CallResult
 from hitrate.projection.cache_view import cache_request
 from hitrate.projection.caching import CacheRules, family_for
 from hitrate.projection.prompt import Prompt

@@ -28,7 +28,7 @@ def _resumable(db: Optional[Path], session_id: str) -> tuple[str, str | None, st
     path = db or default_ledger_path()
     if not path.is_file():
         _fail(f"no saved transcript for session {session_id}: there is no ledger at {path}")
-    from hitrate.harness.cli_sessions import SessionLookupError, resolve_session
+    from hitrate.harness.commands.sessions import SessionLookupError, resolve_session
 
     try:
         with Ledger(path) as ledger:

@@ -22,7 +22,7 @@ from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, KeepAliveDec
 from hitrate.harness.resume import SessionNotResumable, resumable_sessions
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig, SessionInputs
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import PriceTable

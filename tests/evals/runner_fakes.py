@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from hitrate.harness.models import parse_model_spec
 from hitrate.harness.router import Route
-from hitrate.harness.wire_types import CallError, CallResult
+from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock

@@ -6,8 +6,8 @@ from __future__ import annotations
 import typer
 from typer.testing import CliRunner
 
-from hitrate.evals.cli_report import register as register_report
-from hitrate.evals.cli_whatif import register as register_whatif
+from hitrate.evals.commands.report import register as register_report
+from hitrate.evals.commands.whatif import register as register_whatif
 from hitrate.store.ledger import Ledger
 
 from test_evals_report import populate

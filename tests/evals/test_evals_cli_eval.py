@@ -8,7 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hitrate.evals import cli_eval, cli_merge
+from hitrate.evals.commands import eval as cli_eval
+from hitrate.evals.commands import merge as cli_merge
 from hitrate.harness.cli import _HARNESS_COMMAND_MODULES
 
 FAKE = "openai-compat/fake@http://127.0.0.1:9/v1"
@@ -24,9 +25,9 @@ def app() -> typer.Typer:
 
 def test_commands_come_from_evals_entry_points():
     names = {ep.name: ep.value for ep in entry_points(group="hitrate.commands")}
-    assert names["eval"] == "hitrate.evals.cli_eval:register"
-    assert names["ledger-merge"] == "hitrate.evals.cli_merge:register"
-    assert names["demo"] == "hitrate.evals.cli_demo:register"
+    assert names["eval"] == "hitrate.evals.commands.eval:register"
+    assert names["ledger-merge"] == "hitrate.evals.commands.merge:register"
+    assert names["demo"] == "hitrate.evals.commands.demo:register"
     assert "hitrate.harness.cli_demo" not in _HARNESS_COMMAND_MODULES  # one `demo` command, no clash
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from hitrate.evals.cli_suite import register
+from hitrate.evals.commands.suite import register
 from hitrate.evals.task import bundled_suite_path, load_suite
 
 from evals_task_factory import FIXED, write_task
@@ -30,7 +30,7 @@ def _app() -> typer.Typer:
 
 def test_entry_point_is_declared() -> None:
     found = {ep.name: ep.value for ep in entry_points(group="hitrate.commands")}
-    assert found.get("suite") == "hitrate.evals.cli_suite:register"
+    assert found.get("suite") == "hitrate.evals.commands.suite:register"
 
 
 def test_list_shows_every_bundled_task() -> None:

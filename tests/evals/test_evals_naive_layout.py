@@ -12,7 +12,7 @@ from hitrate.evals.nonce import run_nonce, with_run_nonce
 from hitrate.evals.runner import run_eval
 from hitrate.evals.settings import EvalSettings
 from hitrate.harness.session import session_inputs
-from hitrate.harness.wire_anthropic import render_messages_request
+from hitrate.harness.wire.anthropic import render_messages_request
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from hitrate.evals.plots import call_bars, cost_vs_pass_rate, pareto_frontier, to_png, to_svg
 from hitrate.evals.report import build_report
 from hitrate.evals.report_render import html, money
-from hitrate.evals.cli_report import register
+from hitrate.evals.commands.report import register
 from hitrate.store.ledger import Ledger
 
 from test_evals_report import populate
@@ -97,7 +97,7 @@ def run_cli(*args):
 
 def test_entry_point_is_declared():
     found = {ep.name: ep.value for ep in entry_points(group="hitrate.commands")}
-    assert found.get("report") == "hitrate.evals.cli_report:register"
+    assert found.get("report") == "hitrate.evals.commands.report:register"
 
 
 def test_cli_table(ledger_path):

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hitrate.evals.cli_report import register
+from hitrate.evals.commands.report import register
 from hitrate.evals.plots import report_figures
 from hitrate.evals.report import ReportError, build_report
 from hitrate.evals.report_render import html, tables

@@ -13,7 +13,7 @@ from hitrate.evals.replay import ReplayError
 from hitrate.evals.runner import EvalError, run_eval, select_tasks
 from hitrate.evals.settings import EvalSettings
 from hitrate.evals.task import bundled_suite_path, load_suite
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 from hitrate.store.ledger import Ledger
 
 BUNDLED_PAIR = ["lru-recency", "roman-parse"]

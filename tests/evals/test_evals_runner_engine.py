@@ -9,7 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hitrate.evals import cli_eval, cli_merge
+from hitrate.evals.commands import eval as cli_eval
+from hitrate.evals.commands import merge as cli_merge
 from hitrate.evals.demo import BANNER, ILLUSTRATION_MODEL, run_demo
 from hitrate.evals.report import build_report
 from hitrate.evals.runner import run_eval

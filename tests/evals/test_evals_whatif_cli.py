@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hitrate.evals.cli_whatif import register
+from hitrate.evals.commands.whatif import register
 from hitrate.store.ledger import Ledger
 
 from test_evals_whatif_ledger import drive_session, record
@@ -36,7 +36,7 @@ def run_cli(*args):
 
 def test_entry_point_is_declared():
     found = {ep.name: ep.value for ep in entry_points(group="hitrate.commands")}
-    assert found.get("whatif") == "hitrate.evals.cli_whatif:register"
+    assert found.get("whatif") == "hitrate.evals.commands.whatif:register"
 
 
 def test_whatif_prints_predictions_next_to_the_actual(ledger_path):

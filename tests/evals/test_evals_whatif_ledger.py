@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from hitrate.harness.call_sections import call_sections
-from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
-from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, request_from_call, whatif
+from hitrate.evals.whatif.anthropic import AnthropicSimConfig, simulate_anthropic
+from hitrate.evals.whatif.compare import WhatIfError, WhatIfOptions, load_requests, parse_target, request_from_call, whatif
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec

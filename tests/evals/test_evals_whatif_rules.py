@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
-from hitrate.evals.sim_local import LocalSimConfig, simulate_local
-from hitrate.evals.sim_naive import naive_requests
-from hitrate.evals.sim_openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
+from hitrate.evals.whatif.anthropic import AnthropicSimConfig, simulate_anthropic
+from hitrate.evals.whatif.local import LocalSimConfig, simulate_local
+from hitrate.evals.whatif.naive import naive_requests
+from hitrate.evals.whatif.openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
 
 from whatif_builders import request
 
@@ -94,7 +94,7 @@ def test_anthropic_without_a_bridge_the_lookback_falls_back_to_the_head():
     def mark_last(r):
         last = r.sections[-1]
         block = max(len(last.block_tokens) - 1, 0)
-        from hitrate.evals.sim_types import SimMark
+        from hitrate.evals.whatif.types import SimMark
 
         return r.model_copy(update={"sections": (*r.sections[:-1], last.model_copy(update={"marks": (SimMark(block=block, ttl="5m"),)}))})
 
@@ -109,7 +109,7 @@ def test_anthropic_tool_result_runs_collapse_into_one_position():
     # 30 tool calls share position 3, their 30 results share position 4: the turn adds 2 positions.
     calls = {"kind": "history", "name": "calls", "tokens": 3_000, "block_tokens": (100,) * 30, "positions": (3,) * 30}
     results = {"kind": "history", "name": "results", "tokens": 3_000, "block_tokens": (100,) * 30, "positions": (4,) * 30}
-    from hitrate.evals.sim_types import SimMark
+    from hitrate.evals.whatif.types import SimMark
 
     def marked(spec, block):
         return {**spec, "marks": (SimMark(block=block, ttl="5m"),)}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
-from hitrate.evals.sim_deepseek import simulate_deepseek
-from hitrate.evals.sim_openai import PrefixSimConfig, simulate_prefix_cache
+from hitrate.evals.whatif.anthropic import AnthropicSimConfig, simulate_anthropic
+from hitrate.evals.whatif.deepseek import simulate_deepseek
+from hitrate.evals.whatif.openai import PrefixSimConfig, simulate_prefix_cache
 from hitrate.store.usage import Usage
 
 from whatif_builders import input_equivalent, request

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta, timezone
 
-from hitrate.evals.sim_types import SimMark, SimRequest, SimSection
+from hitrate.evals.whatif.types import SimMark, SimRequest, SimSection
 from hitrate.store.cost import cost
 from hitrate.store.prices import PriceTable
 from hitrate.store.usage import Usage

@@ -21,7 +21,7 @@ from hitrate.harness.events import (
 from hitrate.harness.policy import RecordedToolCall, RecordedTurn, ReplayPolicy
 from hitrate.harness.retry import RetryPolicy
 from hitrate.harness.session import Session, SessionConfig
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, UserMessage
 
 FIX = {"path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}

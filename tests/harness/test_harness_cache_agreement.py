@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from scripted_model import ScriptedModel, anthropic_spec
 
-from hitrate.evals.whatif import WhatIfOptions, load_requests, parse_target, simulate
+from hitrate.evals.whatif.compare import WhatIfOptions, load_requests, parse_target, simulate
 from hitrate.harness.agent import Agent, AgentLimits
 from hitrate.harness.router import Route, rules_for
 from hitrate.harness.session import Session

@@ -20,7 +20,7 @@ from hitrate.harness.events import CallRecorded, EventList, ToolCallFinished, To
 from hitrate.harness.retry import RetryPolicy
 from hitrate.harness.router import Router
 from hitrate.harness.session import Session, SessionConfig
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 
 T0 = datetime(2026, 3, 4, 9, 0, tzinfo=timezone.utc)
 

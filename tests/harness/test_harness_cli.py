@@ -9,7 +9,7 @@ import typer
 from fake_llm_server import Failure, Reply
 from typer.testing import CliRunner
 
-from hitrate.harness import cli_run
+from hitrate.harness.commands import run as cli_run
 from hitrate.harness.cli import _HARNESS_COMMAND_MODULES, _register_all, command_help
 from hitrate.store.ledger import Ledger
 
@@ -22,7 +22,7 @@ def app() -> typer.Typer:
 
 
 def test_commands_are_registered():
-    assert "hitrate.harness.cli_run" in _HARNESS_COMMAND_MODULES
+    assert "hitrate.harness.commands.run" in _HARNESS_COMMAND_MODULES
     # `hitrate demo` comes from evals (the suite demo); the harness keeps its one-session demo as a library.
     assert "hitrate.harness.cli_demo" not in _HARNESS_COMMAND_MODULES
 

@@ -11,7 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hitrate.harness import cli_run, cli_store
+from hitrate.harness.commands import run as cli_run
+from hitrate.harness.commands import store as cli_store
 from hitrate.projection.transcript import TextBlock, UserMessage
 from hitrate.store.ledger import Ledger
 from hitrate.store.litellm_import import import_litellm

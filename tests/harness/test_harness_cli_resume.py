@@ -7,7 +7,7 @@ import typer
 from fake_llm_server import Reply
 from typer.testing import CliRunner
 
-from hitrate.harness import cli_run
+from hitrate.harness.commands import run as cli_run
 from hitrate.store.ledger import Ledger
 
 USAGE = {"input_tokens": 30, "cache_creation_input_tokens": 1800, "cache_read_input_tokens": 0, "output_tokens": 6}

@@ -7,7 +7,7 @@ import socket
 import typer
 from typer.testing import CliRunner
 
-from hitrate.harness import cli_serve
+from hitrate.harness.commands import serve as cli_serve
 
 
 def _app() -> typer.Typer:

@@ -14,7 +14,7 @@ from hitrate.harness.agent import Agent, AgentLimits
 from hitrate.harness.events import EventList
 from hitrate.harness.session import Session, SessionConfig
 from hitrate.harness.session_compaction import prompt_too_long
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.types import CallError
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.compaction import SUMMARY_HEADER
 

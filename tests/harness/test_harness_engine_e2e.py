@@ -15,7 +15,7 @@ from hitrate.harness.models import parse_model_spec
 from hitrate.harness.policy import RecordedToolCall, RecordedTurn, ReplayPolicy
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
 from hitrate.projection.caching import CacheRules
 
 TURNS = [

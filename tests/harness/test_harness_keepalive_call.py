@@ -19,10 +19,10 @@ from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, warm_context
 from hitrate.harness.models import Quirks, parse_model_spec
 from hitrate.harness.router import Route, rules_for
 from hitrate.harness.session import Session
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
+from hitrate.harness.wire.types import CallError
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
 LIMITS = AgentLimits(show_budget=False)

@@ -74,7 +74,7 @@ def test_run_prices_its_calls_from_the_file(fake_server, workspace, tmp_path):
     import typer
     from fake_llm_server import Reply
 
-    from hitrate.harness import cli_run
+    from hitrate.harness.commands import run as cli_run
     from hitrate.store.ledger import Ledger
 
     app = typer.Typer()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_anthropic import RenderReport, render_messages_request
-from hitrate.harness.wire_openai_chat import RenderReport as ChatReport
-from hitrate.harness.wire_openai_chat import render_chat_request
+from hitrate.harness.wire.anthropic import RenderReport, render_messages_request
+from hitrate.harness.wire.openai_chat import RenderReport as ChatReport
+from hitrate.harness.wire.openai_chat import render_chat_request
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec

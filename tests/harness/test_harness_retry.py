@@ -9,10 +9,10 @@ from fake_llm_server import Failure, Hang, Reply, StreamError
 
 from hitrate.harness.models import Quirks
 from hitrate.harness.retry import RetryPolicy, backoff_delay, call_with_retries
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_errors import retry_after_seconds
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.errors import retry_after_seconds
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.types import CallError
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage

@@ -10,8 +10,8 @@ import pytest
 from hitrate.harness.defaults import NoModelError, default_model
 from hitrate.harness.models import ModelSpecError, parse_model_spec
 from hitrate.harness.router import RouteError, Router, rules_for
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
 
 
 def closed_port() -> int:

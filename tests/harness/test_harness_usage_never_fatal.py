@@ -19,9 +19,9 @@ from hitrate.harness.agent import Agent
 from hitrate.harness.models import Quirks, parse_model_spec
 from hitrate.harness.router import Route
 from hitrate.harness.session import Session, SessionConfig
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
 from hitrate.projection.caching import CacheRules
 from hitrate.store.ledger import Ledger
 from hitrate.store.normalize import from_anthropic

@@ -22,9 +22,9 @@ from hitrate.harness.events import EventList
 from hitrate.harness.models import Quirks, parse_model_spec
 from hitrate.harness.router import Route, rules_for
 from hitrate.harness.session import Session
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
-from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
 
 TURNS = 30
 

@@ -16,8 +16,8 @@ from hitrate.harness.models import ModelSpecError, Quirks, parse_model_spec
 from hitrate.harness.retry import RetryPolicy, call_with_retries
 from hitrate.harness.router import Router, rules_for
 from hitrate.harness.session import Session
-from hitrate.harness.wire_openai_responses import OpenAIResponsesBackend
-from hitrate.harness.wire_types import CallError
+from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
+from hitrate.harness.wire.types import CallError
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.tools_spec import ToolSpec
@@ -269,7 +269,7 @@ def test_agent_loop_through_the_router(fake_server, workspace, ledger):
 
 
 def test_items_without_their_done_event_are_rebuilt_from_deltas():
-    from hitrate.harness.wire_openai_responses import _Output
+    from hitrate.harness.wire.openai_responses import _Output
 
     output = _Output()
     output.added[0] = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "cut-sho"}

@@ -6,8 +6,8 @@ import pytest
 from fake_llm_server import Reply
 
 from hitrate.harness.models import Quirks, parse_model_spec
-from hitrate.harness.wire_anthropic import AnthropicBackend
-from hitrate.harness.wire_openai_chat import OpenAIChatBackend
+from hitrate.harness.wire.anthropic import AnthropicBackend
+from hitrate.harness.wire.openai_chat import OpenAIChatBackend
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.project import Projector
 from hitrate.projection.transcript import TextBlock, ThinkingBlock, Transcript, UserMessage

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from hitrate.harness import cli_store
+from hitrate.harness.commands import store as cli_store
 from hitrate.store.ledger import Ledger
 from hitrate.store.normalize import from_anthropic, from_deepseek
 from hitrate.store.prices import PriceTable

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.engine.radix import RadixCache
-from hitrate.evals.sim_types import Predicted, SimRequest, replay
+from hitrate.evals.whatif.types import Predicted, SimRequest, replay
 from hitrate.projection.caching.prefix_server import PrefixServerCache
 from hitrate.projection.caching.requests import CacheRequest
 

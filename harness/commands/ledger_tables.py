@@ -15,8 +15,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from hitrate.harness.cli_format import console, money, percent, shrink_to_fit, tokens
-from hitrate.harness.cli_sessions import SessionLine, short_id_length
+from hitrate.harness.commands.format import console, money, percent, shrink_to_fit, tokens
+from hitrate.harness.commands.sessions import SessionLine, short_id_length
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -16,7 +16,7 @@ import anthropic
 import httpx2
 import openai
 
-from hitrate.harness.wire_types import CallError, ErrorKind
+from hitrate.harness.wire.types import CallError, ErrorKind
 
 # Error types in a body (Anthropic's `error.type`, OpenAI's `error.type` / `error.code`) that mean
 # "try again later", whatever the HTTP status said.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hitrate.evals.sim_types import Predicted, SimRequest, replay
+from hitrate.evals.whatif.types import Predicted, SimRequest, replay
 from hitrate.projection.caching.deepseek import DeepSeekCache, DeepSeekSimConfig
 
 __all__ = ["DeepSeekSimConfig", "simulate_deepseek"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hitrate.evals.sim_types import Predicted, SimRequest, replay
+from hitrate.evals.whatif.types import Predicted, SimRequest, replay
 from hitrate.projection.caching.openai_breakpoints import BreakpointCache, BreakpointSimConfig
 from hitrate.projection.caching.openai_prefix import PrefixCache, PrefixSimConfig
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx2
 
-from hitrate.harness.wire_errors import stream_error
-from hitrate.harness.wire_types import CallError, CallResult, InFlight, OpenCall, StopReason, StreamTimer
+from hitrate.harness.wire.errors import stream_error
+from hitrate.harness.wire.types import CallError, CallResult, InFlight, OpenCall, StopReason, StreamTimer
 from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.usage import Usage
 

@@ -17,7 +17,9 @@ from typing import Annotated, Any, AsyncIterator, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from hitrate.engine import constraints, wire_sse
+from hitrate.engine import constraints
+
+from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import EngineError, PrefillStarted
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message

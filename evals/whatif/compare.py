@@ -16,12 +16,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.evals.sim_anthropic import AnthropicSimConfig, simulate_anthropic
-from hitrate.evals.sim_deepseek import DeepSeekSimConfig, simulate_deepseek
-from hitrate.evals.sim_local import LocalSimConfig, simulate_local
-from hitrate.evals.sim_naive import Volatility, naive_requests
-from hitrate.evals.sim_openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
-from hitrate.evals.sim_types import Predicted, SimCall, SimRequest, SimSection
+from hitrate.evals.whatif.anthropic import AnthropicSimConfig, simulate_anthropic
+from hitrate.evals.whatif.deepseek import DeepSeekSimConfig, simulate_deepseek
+from hitrate.evals.whatif.local import LocalSimConfig, simulate_local
+from hitrate.evals.whatif.naive import Volatility, naive_requests
+from hitrate.evals.whatif.openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
+from hitrate.evals.whatif.types import Predicted, SimCall, SimRequest, SimSection
 from hitrate.projection.caching import CacheRules, family_of_mechanism
 from hitrate.projection.caching.rules import DEEPSEEK_FLOOR_S
 from hitrate.store.cost import UsageTotals, aggregate, cost

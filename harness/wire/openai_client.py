@@ -6,7 +6,7 @@ from __future__ import annotations
 import openai
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_types import InFlight, RenderReport
+from hitrate.harness.wire.types import InFlight, RenderReport
 
 
 class OpenAIClientBackend:

@@ -206,8 +206,8 @@ def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool) ->
 
 def _pick_session(ledger_path: Path) -> str | None:
     """`--resume` without an id: list recent sessions; on a terminal, ask which one."""
-    from hitrate.harness.cli_format import console, money, percent
-    from hitrate.harness.cli_sessions import recent_sessions, short_id_length
+    from hitrate.harness.commands.format import console, money, percent
+    from hitrate.harness.commands.sessions import recent_sessions, short_id_length
     from hitrate.store.ledger import Ledger
 
     if not ledger_path.is_file():
@@ -238,7 +238,7 @@ def _pick_session(ledger_path: Path) -> str | None:
 def _resumable(ledger_path: Path, session_id: str) -> tuple[str, str | None, str | None]:
     """(whole id, model spec, workspace) of the session to resume, given its id or a unique prefix
     of it; exits with a message if it cannot be resumed."""
-    from hitrate.harness.cli_sessions import SessionLookupError, resolve_session
+    from hitrate.harness.commands.sessions import SessionLookupError, resolve_session
     from hitrate.harness.resume import SessionNotResumable, load_session
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger
@@ -290,8 +290,8 @@ def lint_command(
 
     Flags volatile text in the cached head, per-run values in tool schemas, tool order, cache marks
     below the model's minimum or over the provider's limit. Exits 1 on an error-level finding."""
-    from hitrate.harness.cli_format import table_width
-    from hitrate.harness.cli_lint import checked_line, report_lines, wrap
+    from hitrate.harness.commands.format import table_width
+    from hitrate.harness.commands.lint import checked_line, report_lines, wrap
     from hitrate.harness.defaults import default_model
     from hitrate.harness.dynamic_context import workspace_context
     from hitrate.harness.models import ModelSpecError, parse_model_spec

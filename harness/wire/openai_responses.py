@@ -34,9 +34,9 @@ import httpx2
 import openai
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_openai_client import OpenAIClientBackend
-from hitrate.harness.wire_stream import StreamedCall
-from hitrate.harness.wire_types import (
+from hitrate.harness.wire.openai_client import OpenAIClientBackend
+from hitrate.harness.wire.stream import StreamedCall
+from hitrate.harness.wire.types import (
     BlockKey,
     CallError,
     CallResult,

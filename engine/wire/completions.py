@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hitrate.engine import wire_sse
+from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, SamplingParams
 from hitrate.engine.serving import RequestError, validation_message
 

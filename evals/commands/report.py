@@ -91,7 +91,7 @@ def render(report: Report, fmt: str, *, picture_format: str = "svg", width: int 
     from rich.console import Console
 
     from hitrate.evals.report_render import html, tables
-    from hitrate.harness.cli_format import table_width
+    from hitrate.harness.commands.format import table_width
 
     if fmt == "json":
         return report.model_dump_json(indent=1) + "\n"

@@ -65,7 +65,7 @@ def _print_prices(table: PriceTable, wanted: list[ModelPrice]) -> None:
     from rich import box
     from rich.table import Table
 
-    from hitrate.harness.cli_format import console, shrink_to_fit
+    from hitrate.harness.commands.format import console, shrink_to_fit
 
     notes: list[str] = []
     rows: list[list[str]] = []
@@ -137,7 +137,7 @@ def ledger_command(
         return
     if limit is None:
         limit = _DEFAULT_LIMIT if by == "session" else 0
-    from hitrate.harness import cli_ledger_tables as ledger_tables
+    from hitrate.harness.commands import ledger_tables as ledger_tables
 
     with Ledger(path) as ledger:
         flagged_rows = ledger.flagged_calls(run_id=run)
@@ -145,7 +145,7 @@ def ledger_command(
             ledger_tables.print_flagged(flagged_rows, path, as_json=as_json, limit=None)
             return
         if by == "session" and run is None and not as_json:
-            from hitrate.harness.cli_sessions import recent_sessions
+            from hitrate.harness.commands.sessions import recent_sessions
 
             sessions = recent_sessions(ledger, since=since_at)
             days = ledger.summarize("day", since=since_at)

@@ -14,7 +14,9 @@ from typing import Any, AsyncIterator, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hitrate.engine import constraints, wire_sse
+from hitrate.engine import constraints
+
+from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import EngineError
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message

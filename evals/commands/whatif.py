@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 import typer
 
 from hitrate.harness.cli import add_command
-from hitrate.harness.cli_format import money
+from hitrate.harness.commands.format import money
 
 # The simulators, the ledger and rich load when the command runs, not for `hitrate --help`.
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from hitrate.evals.whatif import LoadedRequests, WhatIfResult
+    from hitrate.evals.whatif.compare import LoadedRequests, WhatIfResult
     from hitrate.store.cost import UsageTotals
 
 
@@ -55,8 +55,8 @@ def whatif_command(
     the requests really had. Anthropic: breakpoints, ~20-position lookback, TTL from request
     start. OpenAI <= 5.5: automatic prefix, 1024 minimum, 128-token steps. OpenAI >= 5.6: exact
     breakpoints. DeepSeek: prefix units. local: the engine's radix cache."""
-    from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, resolved_marks, whatif
-    from hitrate.harness.cli_format import console as make_console
+    from hitrate.evals.whatif.compare import WhatIfError, WhatIfOptions, load_requests, parse_target, resolved_marks, whatif
+    from hitrate.harness.commands.format import console as make_console
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.store.ledger import Ledger
 

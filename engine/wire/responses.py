@@ -24,11 +24,11 @@ from typing import Any, AsyncIterator, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hitrate.engine import wire_sse
+from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message
 from hitrate.engine.toolcalls import ToolCall
-from hitrate.engine.wire_openai import response_format_grammar
+from hitrate.engine.wire.openai import response_format_grammar
 
 
 class _Lenient(BaseModel):

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Literal
 
-from hitrate.evals.sim_types import SimRequest, in_order
+from hitrate.evals.whatif.types import SimRequest, in_order
 
 Volatility = Literal["context", "request"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import anthropic
 
-from hitrate.harness.wire_stream import StreamedCall
-from hitrate.harness.wire_types import (
+from hitrate.harness.wire.stream import StreamedCall
+from hitrate.harness.wire.types import (
     BlockKey,
     CallError,
     CallResult,

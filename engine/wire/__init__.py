@@ -1,0 +1,1 @@
+"""The engine's HTTP wire APIs, one module each: parse, respond, stream, error shape."""

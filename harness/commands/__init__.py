@@ -1,0 +1,1 @@
+"""The harness's own CLI commands (run, serve, ledger, prices, lint) and their shared formatting."""
