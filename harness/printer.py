@@ -19,7 +19,7 @@ from hitrate.harness.events import (
     ToolCallStarted,
 )
 from hitrate.harness.commands.format import colour_wanted
-from hitrate.harness.summary import SessionSummary, count_text, summary_lines
+from hitrate.harness.summary import SessionSummary, count_text, money, summary_lines
 
 # SGR codes (ECMA-48), used only when colour_wanted() says the stream is a terminal without NO_COLOR.
 _STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -38,7 +38,7 @@ def call_line(event: CallRecorded) -> str:
         f"write {count_text(u.cache_write_total)}",
         f"fresh {count_text(u.fresh_input)}",
         f"out {count_text(u.output)}",
-        "unpriced" if event.cost_usd is None else f"${event.cost_usd:.4f}",
+        money(event.cost_usd),
     ]
     if event.latency_s is not None:
         parts.append(f"{event.latency_s:.2f}s")

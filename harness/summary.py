@@ -54,7 +54,7 @@ class SessionSummary(BaseModel):
         return self.totals.hit_ratio
 
     @property
-    def cost_usd(self) -> float | None:
+    def costmoney(self) -> float | None:
         return self.totals.cost_usd
 
 
@@ -94,8 +94,16 @@ def count_text(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
-def _usd(value: float | None) -> str:
-    return "unpriced" if value is None else f"${value:.4f}"
+def money(value: float | None) -> str:
+    """Dollars to four decimals (`$0.0151`), cents from $100; "unpriced" when there is no price:
+    an unpriced cost is never shown as $0."""
+    if value is None:
+        return "unpriced"
+    if value == 0:
+        return "$0"
+    if abs(value) < 0.00005:
+        return "<$0.0001"
+    return f"${value:,.4f}" if abs(value) < 100 else f"${value:,.2f}"
 
 
 def summary_lines(summary: SessionSummary) -> list[str]:
@@ -110,7 +118,7 @@ def summary_lines(summary: SessionSummary) -> list[str]:
         + (f" (5m {count_text(t.cache_write_5m)}, 1h {count_text(t.cache_write_1h)})" if t.cache_write_1h else "")
         + f" | fresh {count_text(t.fresh_input)} | output {count_text(t.output)}",
         f"hit ratio (Σread / Σ(read+write+fresh)): {ratio}",
-        f"cost: {_usd(t.cost_usd)}" + (f" ({t.unpriced_calls} call(s) unpriced)" if t.unpriced_calls and t.cost_usd is not None else ""),
+        f"cost: {money(t.cost_usd)}" + (f" ({t.unpriced_calls} call(s) unpriced)" if t.unpriced_calls and t.cost_usd is not None else ""),
     ]
     # Reasoning is a subset of output that most APIs do not report apart; its absence is not news.
     unknown = {k: v for k, v in t.unknown.items() if k != "reasoning"}
@@ -119,11 +127,11 @@ def summary_lines(summary: SessionSummary) -> list[str]:
     if summary.misses:
         lines.append("misses:")
         for m in summary.misses:
-            cost = "" if m.cost_usd is None else f", {_usd(m.cost_usd)} more than a hit"
+            cost = "" if m.cost_usd is None else f", {money(m.cost_usd)} more than a hit"
             lines.append(f"  step {m.step}: {m.reason} ({count_text(m.tokens)} tokens not read{cost})")
     else:
         lines.append("misses: none")
     for e in summary.epochs[1:]:
-        cost = "" if e.miss_cost_usd is None else f", {_usd(e.miss_cost_usd)}"
+        cost = "" if e.miss_cost_usd is None else f", {money(e.miss_cost_usd)}"
         lines.append(f"epoch {e.number} from step {e.first_step}: {e.reason} (lost cache: {count_text(e.miss_tokens)} tokens{cost})")
     return lines

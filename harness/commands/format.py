@@ -11,6 +11,8 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from hitrate.harness.summary import money
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -18,18 +20,6 @@ if TYPE_CHECKING:
 PIPE_WIDTH = 80
 """Width of tables written to a pipe or file, where there is no terminal to ask: the width most
 terminals open with, so captured output reads the same as on screen."""
-
-
-def money(value: float | None) -> str:
-    """Dollars to four decimals (`$0.0151`), cents from $100; "unpriced" when there is no price:
-    an unpriced cost is never shown as $0."""
-    if value is None:
-        return "unpriced"
-    if value == 0:
-        return "$0"
-    if abs(value) < 0.00005:
-        return "<$0.0001"
-    return f"${value:,.4f}" if abs(value) < 100 else f"${value:,.2f}"
 
 
 def tokens(value: int | None) -> str:
