@@ -22,7 +22,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Input
 
 from hitrate.tui.app_commands import CommandsMixin
-from hitrate.tui.cache_panel import CachePanel, summary_text
+from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
 from hitrate.tui.dialogs import approval_screen
 from hitrate.tui.figures import SessionFigures, fmt_tokens
@@ -56,6 +56,8 @@ class HitrateApp(CommandsMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "hitrate"
     ENABLE_COMMAND_PALETTE = False
+    #: Below 110 columns the cache panel takes its compact form (app.tcss, `cache_panel.NARROW`).
+    HORIZONTAL_BREAKPOINTS = [(0, NARROW), (110, "-wide")]
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel step"),
@@ -104,7 +106,7 @@ class HitrateApp(CommandsMixin, App[None]):
         with Horizontal(id="main"):
             yield Conversation(id="conversation")
             yield CachePanel(id="cache")
-        yield StatusLine("", id="status")
+        yield StatusLine(id="status")
         yield PromptInput(
             history=self._history,
             placeholder="Ask the agent, or /help",
@@ -142,10 +144,15 @@ class HitrateApp(CommandsMixin, App[None]):
         self.query_one(StatusLine).show(self.link.model_label, self.activity, totals, clock, status_segment(decision, now, **shown))
         panel = self.cache_panel
         panel.show_summary(
-            summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd())
+            summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),
+                         compact=self.screen.has_class(NARROW))
         )
         panel.show_clock(clock)
         panel.show_keepalive(panel_line(decision, now, **shown))
+
+    def on_cache_panel_resized(self) -> None:
+        # Crossing the narrow breakpoint changes the panel's width and its summary's form.
+        self.refresh_figures()
 
     def tick(self) -> None:
         """Once a second: redraw the countdowns, and start a keep-alive warm-up when one is due."""

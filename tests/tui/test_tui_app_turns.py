@@ -18,7 +18,7 @@ FIX = {"path": "calc.py", "old_string": "return a - b", "new_string": "return a 
 
 
 def status(app) -> str:
-    return str(app.query_one(StatusLine).render())
+    return app.query_one(StatusLine).full_text
 
 
 async def test_full_turn_streams_runs_tools_and_updates_figures(make_app, workspace, ledger):

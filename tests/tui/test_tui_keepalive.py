@@ -43,7 +43,7 @@ def keepalive_app(ledger: Ledger, workspace: Path, clock: FrozenClock):
 
 
 def status(app: HitrateApp) -> str:
-    return str(app.query_one(StatusLine).render())
+    return app.query_one(StatusLine).full_text
 
 
 def keepalive_line(app: HitrateApp) -> str | None:
