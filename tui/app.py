@@ -19,12 +19,14 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input
+from textual import events
+from textual.widgets import Footer
+from rich.text import Text
 
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
-from hitrate.tui.dialogs import approval_screen
+from hitrate.tui.dialogs import ConfirmScreen, approval_screen
 from hitrate.tui.figures import SessionFigures, fmt_tokens
 from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
@@ -52,6 +54,12 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def _one_line(text: str, limit: int = 60) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = " …" if len(first) > limit or "\n" in text.strip() else ""
+    return first[:limit] + more
+
+
 class HitrateApp(CommandsMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "hitrate"
@@ -60,7 +68,11 @@ class HitrateApp(CommandsMixin, App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, NARROW), (110, "-wide")]
 
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel step"),
+        Binding("ctrl+c", "interrupt", "Cancel step", priority=True),
+        Binding("escape", "cancel", "Cancel step", show=False),
+        Binding("pageup", "scroll_conversation('up')", "Scroll up", show=False, priority=True),
+        Binding("pagedown", "scroll_conversation('down')", "Scroll down", show=False, priority=True),
+        Binding("ctrl+g", "external_editor", "Editor"),
         Binding("f1", "help", "Help"),
         Binding("f2", "show_cost", "Cost"),
         Binding("ctrl+b", "toggle_cache", "Cache panel"),
@@ -99,6 +111,8 @@ class HitrateApp(CommandsMixin, App[None]):
         self._cancel = threading.Event()
         self._history = history or InputHistory()
         self._resumed = resumed
+        self._queued: list[str] = []
+        """Prompts typed while the agent worked, sent in order as each turn ends."""
 
     # ---- layout ----------------------------------------------------------------------------
 
@@ -184,23 +198,35 @@ class HitrateApp(CommandsMixin, App[None]):
 
     # ---- input -----------------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    async def on_prompt_submitted(self, event: Input.Submitted) -> None:
+    @on(PromptInput.Submitted, "#prompt")
+    async def on_prompt_submitted(self, event: PromptInput.Submitted) -> None:
         text = event.value
         if not text.strip():
             return
         prompt_box = self.query_one(PromptInput)
-        prompt_box.history.add(text)
+        prompt_box.prompt_history.add(text)
         prompt_box.value = ""
         if text.lstrip().startswith("/"):
             await self.run_command_line(text)
             return
         if self.busy:
-            self.notify("The agent is still working: wait, or press Esc to cancel the step.", severity="warning")
-            prompt_box.value = text
+            # Typing ahead is normal: the prompt waits for the step to end, then goes out.
+            self._queued.append(text)
+            await self.conversation.add_notice(
+                f"queued (sent when the agent stops; Ctrl-C cancels the step): {_one_line(text)}"
+            )
+            self.refresh_figures()
             return
+        await self.send_prompt(text)
+
+    async def send_prompt(self, text: str) -> None:
         await self.conversation.add_user(text)
+        self.conversation.follow()
         self.start_turn(text)
+
+    @on(PromptInput.EditorFailed)
+    async def on_editor_failed(self, message: PromptInput.EditorFailed) -> None:
+        await self.conversation.add_notice(message.error, "error")
 
     def start_turn(self, prompt: str) -> None:
         self.busy = True
@@ -312,6 +338,8 @@ class HitrateApp(CommandsMixin, App[None]):
         elif message.outcome == "stopped":
             await self.conversation.add_notice(f"stopped: {message.detail}", "warning")
         self.set_activity("ready")
+        if self._queued and not self.busy:
+            await self.send_prompt(self._queued.pop(0))
 
     # ---- keys ------------------------------------------------------------------------------
 
@@ -321,8 +349,49 @@ class HitrateApp(CommandsMixin, App[None]):
         self._cancel.set()
         self.set_activity("cancelling…")
 
+    def action_interrupt(self) -> None:
+        """Ctrl-C, as in other agents: cancel the running step (and drop what was queued behind
+        it); when nothing runs, ask whether to quit."""
+        if self._turn_running:
+            dropped = len(self._queued)
+            self._queued.clear()
+            self.action_cancel()
+            if dropped:
+                self.notify(f"{dropped} queued prompt(s) dropped")
+            return
+        if isinstance(self.screen, ConfirmScreen):
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmScreen("Quit hitrate?", Text("Everything is already in the ledger."), yes="Quit", no="Stay"), answered)
+
+    def action_scroll_conversation(self, direction: str) -> None:
+        """PageUp / PageDown from the prompt box scroll the conversation; focus stays in the box."""
+        conversation = self.conversation
+        if direction == "up":
+            conversation.scroll_page_up(animate=False)
+        else:
+            conversation.scroll_page_down(animate=False)
+
+    def on_key(self, event: events.Key) -> None:
+        # Whatever has focus (a tool panel after Tab, the conversation after a click), typed text
+        # belongs in the prompt box.
+        prompt_box = self.query_one(PromptInput)
+        if self.screen is not self.screen_stack[0] or self.focused is prompt_box:
+            return
+        if event.is_printable and event.character:
+            event.stop()
+            prompt_box.focus()
+            prompt_box.insert_at_cursor(event.character)
+
     def action_toggle_cache(self) -> None:
         self.cache_panel.toggle_class("-hidden")
+
+    def action_external_editor(self) -> None:
+        self.query_one(PromptInput).action_external_editor()
 
     async def action_help(self) -> None:
         await self.run_command_line("/help")

@@ -22,8 +22,12 @@ if TYPE_CHECKING:
     from hitrate.tui.app import HitrateApp
 
 _KEYS = [
-    ("enter", "send the prompt (or run the /command)"),
-    ("up / down", "walk through earlier prompts"),
+    ("enter", "send the prompt (or run the /command); while the agent works, it is queued"),
+    ("ctrl+j / shift+enter", "new line in the prompt (shift+enter only where the terminal reports it)"),
+    ("ctrl+g", "edit the prompt in $VISUAL / $EDITOR"),
+    ("up / down", "walk through earlier prompts (from the first / last line of the prompt)"),
+    ("pageup / pagedown", "scroll the conversation"),
+    ("ctrl+c", "cancel the current step; when idle, asks whether to quit"),
     ("esc", "cancel the current step (what was recorded stays recorded)"),
     ("f1", "this help"),
     ("f2", "session cost (/cost)"),
@@ -76,12 +80,15 @@ class CommandsMixin:
         try:
             command = parse_command(text)
         except CommandError as exc:
+            self.conversation.follow()
             await self.conversation.add_notice(str(exc), "error")
             return
         if self.busy and command.name in _IDLE_ONLY:
             await self.conversation.add_notice(f"/{command.name} waits until the agent stops (Esc cancels the step)", "warning")
             return
         handler = getattr(self, f"_command_{command.name}")
+        # A command's output is what the user asked to see: bring the view down to it.
+        self.conversation.follow()
         await handler(command.arg)
 
     async def _command_help(self: "HitrateApp", arg: str) -> None:

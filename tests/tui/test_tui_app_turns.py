@@ -129,16 +129,3 @@ async def test_approval_modal_allows_or_refuses_a_shell_command(make_app, worksp
         panels = list(app.query(ToolPanel))
         assert [p.state for p in panels] == ["done", "error"]
         assert panels[1].title.endswith("(refused)")
-
-
-async def test_typing_while_busy_keeps_the_prompt(make_app):
-    gate = threading.Event()
-    app = make_app({SPEC: [{"text": "Working on it, slowly.", "gate": gate}]})
-    backend = app.link.router.backends[SPEC]
-    async with app.run_test(size=(120, 40)) as pilot:
-        await submit(pilot, "go")
-        await wait_until(pilot, backend.waiting.is_set, "the call to stream")
-        await submit(pilot, "and another thing")
-        assert app.query_one("#prompt").value == "and another thing"
-        gate.set()
-        await wait_until(pilot, lambda: not app.busy, "the turn to end")

@@ -32,6 +32,28 @@ def test_main_screen_after_three_turns(make_app, clock, snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
+def _three_turns_then(app, clock):
+    async def run_before(pilot) -> None:
+        no_blink(app)
+        await run_three_turns(pilot)
+        clock.advance(100)
+        app.refresh_figures()
+        await pilot.pause()
+
+    return run_before
+
+
+def test_main_screen_at_80x24(make_app, clock, snap_compare):
+    """The compact cache panel; the status bar keeps cost, Σ-hit and the cache clock."""
+    app = make_app({SPEC: list(THREE_TURNS)})
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_three_turns_then(app, clock))
+
+
+def test_main_screen_at_160x45(make_app, clock, snap_compare):
+    app = make_app({SPEC: list(THREE_TURNS)})
+    assert snap_compare(app, terminal_size=(160, 45), run_before=_three_turns_then(app, clock))
+
+
 def test_model_switch_dialog(make_app, snap_compare):
     app = make_app({SPEC: list(THREE_TURNS[:2])})
 
