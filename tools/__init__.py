@@ -6,6 +6,7 @@ A leaf component: it imports no other hitrate package. The harness gets plain-di
 
 from hitrate.tools.base import (
     ApprovalHook,
+    Refusal,
     Tool,
     ToolArgs,
     ToolContext,
@@ -21,6 +22,7 @@ from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, SandboxError
 __all__ = [
     "ApprovalHook",
     "IGNORED_DIR_NAMES",
+    "Refusal",
     "Sandbox",
     "SandboxError",
     "Tool",

@@ -26,7 +26,9 @@ from rich.text import Text
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
-from hitrate.tui.dialogs import ConfirmScreen, approval_screen
+from hitrate.harness.permissions import Permissions, PermissionRuleError
+from hitrate.tools.base import Refusal
+from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_tokens
 from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
@@ -89,12 +91,15 @@ class HitrateApp(CommandsMixin, App[None]):
         workspace: Path | None = None,
         history: InputHistory | None = None,
         resumed: ResumedSession | None = None,
+        permissions: Permissions | None = None,
     ) -> None:
         """`clock` and `tick_s` exist so tests can freeze the TTL countdown (tick_s=None: no timer;
-        `tick()` then does what the timer would, keep-alive warm-ups included)."""
+        `tick()` then does what the timer would, keep-alive warm-ups included). `permissions`: the
+        allow / deny rules (`hitrate.harness.permissions`); None: none, every change is asked about."""
         super().__init__()
         self.link = link
         self.approvals = approvals
+        self.permissions = permissions or Permissions()
         self.clock = clock
         self.tick_s = tick_s
         self.workspace = workspace
@@ -243,18 +248,27 @@ class HitrateApp(CommandsMixin, App[None]):
         except Exception as exc:  # the app must survive any agent failure and say what it was
             self.post_message(TurnEnded("failed", f"{type(exc).__name__}: {exc}"))
 
-    def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool]:
-        def approve(tool: str, args: dict[str, Any]) -> bool:
-            if not self.approvals or tool not in APPROVAL_TOOLS:
-                return True
-            reply: Future[bool] = Future()
+    def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool | Refusal]:
+        """The approval hook of a turn: the permission rules decide, or the user is asked."""
+
+        def ask(tool: str, args: dict[str, Any]) -> bool | Refusal:
+            reply: Future[ApprovalAnswer] = Future()
             self.post_message(ApprovalRequested(tool, args, reply))
             while True:
                 try:
-                    return reply.result(timeout=0.1)
+                    answer = reply.result(timeout=0.1)
                 except FutureTimeout:
                     if cancel.is_set():
                         return False
+                    continue
+                return Refusal(answer.reason) if answer.choice == "deny" else True
+
+        rules = self.permissions.hook(ask)
+
+        def approve(tool: str, args: dict[str, Any]) -> bool | Refusal:
+            if not self.approvals or tool not in APPROVAL_TOOLS:
+                return True
+            return rules(tool, args)
 
         return approve
 
@@ -317,12 +331,23 @@ class HitrateApp(CommandsMixin, App[None]):
     def on_approval_requested(self, message: ApprovalRequested) -> None:
         self.set_activity(f"awaiting approval: {message.tool}")
 
-        def answered(allowed: bool | None) -> None:
+        def answered(answer: ApprovalAnswer | None) -> None:
+            answer = answer or ApprovalAnswer(choice="deny")
+            if answer.rule is not None and answer.choice == "session":
+                self.permissions.allow_for_session(answer.rule)
+            elif answer.rule is not None and answer.choice == "always":
+                try:
+                    self.permissions.allow_always(answer.rule)
+                except (OSError, PermissionRuleError) as exc:
+                    self.permissions.allow_for_session(answer.rule)
+                    self.notify(f"could not keep {answer.rule} in the config file ({exc}); allowed for this session", severity="warning")
+                else:
+                    self.notify(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})")
             if not message.reply.done():
-                message.reply.set_result(bool(allowed))
-            self.set_activity(f"running {message.tool}…" if allowed else "thinking…")
+                message.reply.set_result(answer)
+            self.set_activity(f"running {message.tool}…" if answer.choice != "deny" else "thinking…")
 
-        self.push_screen(approval_screen(message.tool, message.args), answered)
+        self.push_screen(ApprovalScreen(message.tool, message.args, can_save=self.permissions.config is not None), answered)
 
     @on(TurnEnded)
     async def on_turn_ended(self, message: TurnEnded) -> None:

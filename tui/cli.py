@@ -58,6 +58,11 @@ def tui_command(
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue this session (its id from /resume or `hitrate ledger`)."),
     approve: bool = typer.Option(True, "--approve/--no-approve", help="Ask before shell commands and file writes."),
+    permissions: Optional[str] = typer.Option(
+        None, "--permissions",
+        help="ask, allow or deny: what happens to a shell command or file change that no rule in the config "
+        "file's [permissions] allow / deny lists matches. Default: the file's `default`, else ask.",
+    ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls per prompt."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
@@ -72,10 +77,18 @@ def tui_command(
     Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
     the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
     # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
+    from hitrate.harness.defaults import config_path
     from hitrate.harness.keepalive import KeepAliveConfig
+    from hitrate.harness.permissions import Permissions, PermissionRuleError
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
+    if permissions not in (None, "ask", "allow", "deny"):
+        _fail(f"--permissions must be ask, allow or deny, not {permissions!r}")
+    try:
+        rules = Permissions.load(config_path(), default=permissions)  # type: ignore[arg-type]
+    except PermissionRuleError as exc:
+        _fail(str(exc))
     stored_spec: str | None = None
     if resume is not None:
         stored_spec, stored_workspace = _resumable(db, resume)
@@ -105,7 +118,7 @@ def tui_command(
                 resumed = link.resume(resume)
             except (KeyError, ValueError) as exc:
                 _fail(str(exc.args[0] if exc.args else exc))
-        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed)
+        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed, permissions=rules)
         app.run()
     finally:
         link.close()

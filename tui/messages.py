@@ -76,7 +76,8 @@ class TurnEnded(AgentMessage):
 class ApprovalRequested(AgentMessage):
     """A tool wants to change something; the worker waits on `reply` for the user's answer."""
 
-    def __init__(self, tool: str, args: dict[str, Any], reply: Future[bool]) -> None:
+    def __init__(self, tool: str, args: dict[str, Any], reply: Future[Any]) -> None:
+        """`reply` takes a `dialogs.ApprovalAnswer`."""
         super().__init__()
         self.tool = tool
         self.args = args

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tui_helpers import SPEC, submit, wait_until
 from tui_session_script import THREE_TURNS, run_three_turns
 
-from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.tui.dialogs import ApprovalScreen, ConfirmScreen
 from hitrate.tui.prompt_input import PromptInput
 
 SIZE = (120, 36)
@@ -73,6 +73,6 @@ def test_approval_dialog(make_app, snap_compare):
     async def run_before(pilot) -> None:
         no_blink(app)
         await submit(pilot, "Fix it")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the approval dialog")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
