@@ -26,6 +26,7 @@ from rich.text import Text
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
+from hitrate.harness.checkpoints import CheckpointError, Checkpoints
 from hitrate.harness.permissions import Permissions, PermissionRuleError
 from hitrate.tools.base import Refusal
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
@@ -38,6 +39,7 @@ from hitrate.tui.messages import (
     CallStarting,
     EpochStarted,
     KeepAliveEnded,
+    Notice,
     StreamVoided,
     TextDelta,
     ToolFinished,
@@ -92,14 +94,20 @@ class HitrateApp(CommandsMixin, App[None]):
         history: InputHistory | None = None,
         resumed: ResumedSession | None = None,
         permissions: Permissions | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         """`clock` and `tick_s` exist so tests can freeze the TTL countdown (tick_s=None: no timer;
         `tick()` then does what the timer would, keep-alive warm-ups included). `permissions`: the
-        allow / deny rules (`hitrate.harness.permissions`); None: none, every change is asked about."""
+        allow / deny rules (`hitrate.harness.permissions`); None: none, every change is asked about.
+        `checkpoints`: snapshots of the workspace around each turn, for /undo (None: no /undo)."""
         super().__init__()
         self.link = link
         self.approvals = approvals
         self.permissions = permissions or Permissions()
+        self.checkpoints = checkpoints
+        self.pending_notes: list[str] = []
+        """Said to the model with the next prompt, appended after it (an undo, an added file): a
+        new user block at the end, never a rewrite of what was already sent."""
         self.clock = clock
         self.tick_s = tick_s
         self.workspace = workspace
@@ -227,7 +235,8 @@ class HitrateApp(CommandsMixin, App[None]):
     async def send_prompt(self, text: str) -> None:
         await self.conversation.add_user(text)
         self.conversation.follow()
-        self.start_turn(text)
+        notes, self.pending_notes = self.pending_notes, []
+        self.start_turn("\n\n".join([text, *notes]))
 
     @on(PromptInput.EditorFailed)
     async def on_editor_failed(self, message: PromptInput.EditorFailed) -> None:
@@ -243,10 +252,33 @@ class HitrateApp(CommandsMixin, App[None]):
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
     def _agent_turn(self, prompt: str, cancel: threading.Event) -> None:
         # Runs off the event loop: it may only post messages.
+        before = self._checkpoint("begin")
         try:
             self.link.run_turn(prompt, self.post_message, cancel, self._approve_from_worker(cancel))
         except Exception as exc:  # the app must survive any agent failure and say what it was
             self.post_message(TurnEnded("failed", f"{type(exc).__name__}: {exc}"))
+        finally:
+            if before is not None:
+                self._checkpoint("end", before, prompt)
+
+    def _checkpoint(self, step: str, before: str | None = None, label: str = "") -> str | None:
+        """(worker) Snapshot the workspace before / after a turn for /undo; a failure is reported
+        once and turns checkpoints off rather than stopping the agent."""
+        checkpoints = self.checkpoints
+        if checkpoints is None:
+            return None
+        try:
+            if step == "begin":
+                return checkpoints.begin()
+            checkpoints.end(before or "", label=label)
+        except CheckpointError as exc:
+            self.checkpoints = None
+            self.post_message(Notice(f"checkpoints are off, /undo will not work: {exc}", "warning"))
+        return None
+
+    @on(Notice)
+    async def on_notice(self, message: Notice) -> None:
+        await self.conversation.add_notice(message.text, message.kind)
 
     def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool | Refusal]:
         """The approval hook of a turn: the permission rules decide, or the user is asked."""

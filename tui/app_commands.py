@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import work
 
+from hitrate.harness.checkpoints import CheckpointError
 from hitrate.tui.commands import CommandError, help_markdown, parse_command
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
@@ -36,7 +37,7 @@ _KEYS = [
 ]
 
 #: Commands that would disturb a turn in progress.
-_IDLE_ONLY = {"model", "clear", "resume"}
+_IDLE_ONLY = {"model", "clear", "resume", "undo"}
 
 
 def cost_markdown(figures: SessionFigures) -> str:
@@ -96,6 +97,32 @@ class CommandsMixin:
 
     async def _command_cost(self: "HitrateApp", arg: str) -> None:
         await self.conversation.add_markdown(cost_markdown(self.figures))
+
+    async def _command_undo(self: "HitrateApp", arg: str) -> None:
+        if self.checkpoints is None:
+            await self.conversation.add_notice("/undo is not available: no checkpoints are being taken", "error")
+            return
+        try:
+            result = self.checkpoints.undo()
+        except CheckpointError as exc:
+            await self.conversation.add_notice(f"/undo failed: {exc}", "error")
+            return
+        if result is None:
+            await self.conversation.add_notice("nothing to undo: no turn of this sitting changed a file")
+            return
+        parts = []
+        if result.restored:
+            parts.append("restored " + ", ".join(result.restored))
+        if result.removed:
+            parts.append("removed " + ", ".join(result.removed))
+        if result.skipped:
+            parts.append("left alone (changed again since): " + ", ".join(result.skipped))
+        done = "; ".join(parts)
+        await self.conversation.add_notice(f"undid the turn {result.label[:40]!r}: {done}")
+        if result.restored or result.removed:
+            # The model's picture of the files is now stale: tell it with the next prompt (an
+            # appended block; the history it already has stays byte-identical).
+            self.pending_notes.append(f"[The user undid the file changes of an earlier turn: {done}.]")
 
     async def _command_quit(self: "HitrateApp", arg: str) -> None:
         self.exit()

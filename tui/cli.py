@@ -77,6 +77,7 @@ def tui_command(
     Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
     the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
     # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
+    from hitrate.harness.checkpoints import CheckpointError, Checkpoints
     from hitrate.harness.defaults import config_path
     from hitrate.harness.keepalive import KeepAliveConfig
     from hitrate.harness.permissions import Permissions, PermissionRuleError
@@ -118,7 +119,12 @@ def tui_command(
                 resumed = link.resume(resume)
             except (KeyError, ValueError) as exc:
                 _fail(str(exc.args[0] if exc.args else exc))
-        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed, permissions=rules)
+        try:
+            checkpoints: Checkpoints | None = Checkpoints(ws)
+        except CheckpointError as exc:
+            typer.echo(f"warning: {exc}", err=True)
+            checkpoints = None
+        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed, permissions=rules, checkpoints=checkpoints)
         app.run()
     finally:
         link.close()

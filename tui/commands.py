@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "quit"]
+CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "quit"]
 
 
 class CommandError(ValueError):
@@ -45,6 +45,11 @@ COMMANDS: dict[str, CommandHelp] = {
         usage="/keepalive [on|off]",
         summary="warm an idle session's cached prefix before it expires, when that is expected to pay; "
         "without an argument, what the warmer will do and why",
+    ),
+    "undo": CommandHelp(
+        usage="/undo",
+        summary="put back the files the last turn changed (created, edited, deleted; by tools or shell commands); "
+        "again for the turn before. Your own git history and index are never touched",
     ),
     "help": CommandHelp(usage="/help", summary="this list"),
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),

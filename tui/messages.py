@@ -120,3 +120,12 @@ class KeepAliveEnded(AgentMessage):
     def __init__(self, error: str | None = None) -> None:
         super().__init__()
         self.error = error
+
+
+class Notice(AgentMessage):
+    """Something a worker has to tell the user that is not agent output (a checkpoint failed)."""
+
+    def __init__(self, text: str, kind: str = "info") -> None:
+        super().__init__()
+        self.text = text
+        self.kind = kind
