@@ -33,6 +33,7 @@ from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_tokens
 from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
+from hitrate.tui.mentions import expand_mentions, mentioned_paths
 from hitrate.tui.messages import (
     ApprovalRequested,
     CallRecorded,
@@ -136,7 +137,8 @@ class HitrateApp(CommandsMixin, App[None]):
         yield StatusLine(id="status")
         yield PromptInput(
             history=self._history,
-            placeholder="Ask the agent, or /help",
+            placeholder="Ask the agent (@file to include one), or /help",
+            workspace=self.workspace,
             id="prompt",
         )
         yield Footer()
@@ -233,10 +235,24 @@ class HitrateApp(CommandsMixin, App[None]):
         await self.send_prompt(text)
 
     async def send_prompt(self, text: str) -> None:
+        blocks: list[str] = []
+        if self.workspace is not None:
+            blocks, problems = expand_mentions(self.workspace, text)
+            if problems:
+                self.conversation.follow()
+                for problem in problems:
+                    await self.conversation.add_notice(f"not sent: {problem}", "error")
+                box = self.query_one(PromptInput)
+                if not box.value:
+                    box.value = text
+                return
         await self.conversation.add_user(text)
         self.conversation.follow()
+        if blocks:
+            await self.conversation.add_notice(f"with {len(blocks)} mentioned file(s): " + ", ".join(mentioned_paths(text)))
         notes, self.pending_notes = self.pending_notes, []
-        self.start_turn("\n\n".join([text, *notes]))
+        # The prompt first, then what goes with it: all in the new user message at the end.
+        self.start_turn("\n\n".join([text, *notes, *blocks]))
 
     @on(PromptInput.EditorFailed)
     async def on_editor_failed(self, message: PromptInput.EditorFailed) -> None:

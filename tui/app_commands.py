@@ -12,6 +12,7 @@ from rich.text import Text
 from textual import work
 
 from hitrate.harness.checkpoints import CheckpointError
+from hitrate.tui.mentions import MentionError, file_block
 from hitrate.tui.commands import CommandError, help_markdown, parse_command
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
@@ -97,6 +98,20 @@ class CommandsMixin:
 
     async def _command_cost(self: "HitrateApp", arg: str) -> None:
         await self.conversation.add_markdown(cost_markdown(self.figures))
+
+    async def _command_add(self: "HitrateApp", arg: str) -> None:
+        if self.workspace is None:
+            await self.conversation.add_notice("/add needs a workspace", "error")
+            return
+        for path in arg.split():
+            try:
+                block = file_block(self.workspace, path.removeprefix("@"))
+            except MentionError as exc:
+                await self.conversation.add_notice(str(exc), "error")
+                continue
+            self.pending_notes.append(block)
+            lines = block.count("\n") - 1
+            await self.conversation.add_notice(f"{path} ({lines} lines) will be sent with your next prompt")
 
     async def _command_undo(self: "HitrateApp", arg: str) -> None:
         if self.checkpoints is None:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "quit"]
+CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "quit"]
 
 
 class CommandError(ValueError):
@@ -46,6 +46,11 @@ COMMANDS: dict[str, CommandHelp] = {
         summary="warm an idle session's cached prefix before it expires, when that is expected to pay; "
         "without an argument, what the warmer will do and why",
     ),
+    "add": CommandHelp(
+        usage="/add FILE [FILE …]",
+        summary="send these workspace files with your next prompt (as `@path` in a prompt does), appended "
+        "after it: the history already sent, and its cache, stay as they are",
+    ),
     "undo": CommandHelp(
         usage="/undo",
         summary="put back the files the last turn changed (created, edited, deleted; by tools or shell commands); "
@@ -55,7 +60,7 @@ COMMANDS: dict[str, CommandHelp] = {
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
 }
 
-_TAKES_ARG = {"model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
+_TAKES_ARG = {"add": "required", "model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
 
 
 def is_command(text: str) -> bool:

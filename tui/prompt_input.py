@@ -1,6 +1,6 @@
 """The prompt box: a multi-line editor with shell-like history and an external editor.
 
-Enter sends; Ctrl+J (and Shift+Enter where the terminal reports it) starts a new line. Terminals
+Enter sends; Tab completes an `@path` mention; Ctrl+J (and Shift+Enter where the terminal reports it) starts a new line. Terminals
 send Enter as CR and Ctrl+J as LF, which Textual reports as different keys; Shift+Enter is only
 distinguishable on terminals speaking the kitty keyboard protocol, so Ctrl+J is the one that works
 everywhere. A paste is inserted whole, newlines included (Textual's bracketed paste). Up / down walk
@@ -20,6 +20,8 @@ from textual.app import SuspendNotSupported
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
+
+from hitrate.tui.mentions import complete
 
 
 class InputHistory:
@@ -123,11 +125,14 @@ class PromptInput(TextArea):
             super().__init__()
             self.error = error
 
-    def __init__(self, history: InputHistory | None = None, *, placeholder: str = "", **kwargs: object) -> None:
+    def __init__(self, history: InputHistory | None = None, *, placeholder: str = "", workspace: Path | None = None,
+                 **kwargs: object) -> None:
         super().__init__(placeholder=placeholder, soft_wrap=True, show_line_numbers=False, compact=True,
                          highlight_cursor_line=False, **kwargs)  # type: ignore[arg-type]
         self.prompt_history = history or InputHistory()
         """Earlier prompts (`history` is TextArea's own undo history)."""
+        self.workspace = workspace
+        """Where @path mentions are completed from (None: no completion)."""
 
     # ---- the text as one value (what the app reads and the tests set) ----------------------
 
@@ -175,7 +180,28 @@ class PromptInput(TextArea):
         self._show(self.prompt_history.next())
 
     def action_complete(self) -> None:
-        """Complete the @path mention before the cursor (nothing else to complete yet)."""
+        """Complete the @path mention before the cursor; several matches are listed."""
+        if self.workspace is None:
+            return
+        row, column = self.cursor_location
+        line = self.document.get_line(row)
+        start = column
+        while start > 0 and not line[start - 1].isspace():
+            start -= 1
+        word = line[start:column]
+        if not word.startswith("@"):
+            return
+        completion, candidates = complete(self.workspace, word[1:])
+        if not candidates:
+            self.notify(f"no file in the workspace matches {word}", severity="warning")
+            return
+        unique_file = len(candidates) == 1 and not candidates[0].endswith("/")
+        new = "@" + completion + (" " if unique_file else "")
+        if new != word:
+            self.replace(new, (row, start), (row, column))
+        if len(candidates) > 1:
+            more = f" … and {len(candidates) - 12} more" if len(candidates) > 12 else ""
+            self.notify("  ".join(candidates[:12]) + more, title="@ matches")
 
     def action_newline(self) -> None:
         self.insert_at_cursor("\n")
