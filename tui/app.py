@@ -292,6 +292,17 @@ class HitrateApp(CommandsMixin, App[None]):
             self.post_message(Notice(f"checkpoints are off, /undo will not work: {exc}", "warning"))
         return None
 
+    def move_to_workspace(self, workspace: Path) -> None:
+        """Work in another folder (a resumed session's): mentions and checkpoints follow."""
+        self.workspace = workspace
+        self.query_one(PromptInput).workspace = workspace
+        if self.checkpoints is not None:
+            try:
+                self.checkpoints = Checkpoints(workspace, self.checkpoints.git_dir.parent)
+            except CheckpointError as exc:
+                self.checkpoints = None
+                self.notify(f"checkpoints are off, /undo will not work: {exc}", severity="warning")
+
     @on(Notice)
     async def on_notice(self, message: Notice) -> None:
         await self.conversation.add_notice(message.text, message.kind)

@@ -6,6 +6,7 @@ actions, not agent output).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -251,7 +252,10 @@ class CommandsMixin:
         await self.conversation.add_markdown("\n".join(lines))
 
     async def show_resumed(self: "HitrateApp", resumed: ResumedSession) -> None:
-        """Put a resumed session back on screen: its transcript, then its calls and figures."""
+        """Put a resumed session back on screen: its transcript, then its calls and figures; and
+        work where it worked (its workspace, for mentions and /undo)."""
+        if resumed.workspace is not None and (self.workspace is None or Path(resumed.workspace) != self.workspace):
+            self.move_to_workspace(Path(resumed.workspace))
         await self.conversation.clear()
         await self.cache_panel.clear_calls()
         self.figures.clear()
@@ -269,7 +273,10 @@ class CommandsMixin:
             if figure.error is None and figure.model == self.link.model:
                 self.prefix_clock.observe(figure.started_at, figure.usage)
             await self.cache_panel.add_call(figure)
+        for note in resumed.notes:
+            await self.conversation.add_notice(note, "warning")
+        where = f" in {self.workspace}" if self.workspace is not None else ""
         await self.conversation.add_notice(
-            f"resumed session {resumed.session_id} ({len(resumed.calls)} calls) on {self.link.model_label}"
+            f"resumed session {resumed.session_id} ({len(resumed.calls)} calls) on {self.link.model_label}{where}"
         )
         self.refresh_figures()

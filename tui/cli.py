@@ -91,6 +91,7 @@ def tui_command(
     except PermissionRuleError as exc:
         _fail(str(exc))
     stored_spec: str | None = None
+    keep_workspace = workspace is not None
     if resume is not None:
         stored_spec, stored_workspace = _resumable(db, resume)
         if workspace is None and stored_workspace is not None:
@@ -116,7 +117,7 @@ def tui_command(
         resumed = None
         if resume is not None:
             try:
-                resumed = link.resume(resume)
+                resumed = link.resume(resume, keep_model=model is not None, keep_workspace=keep_workspace)
             except (KeyError, ValueError) as exc:
                 _fail(str(exc.args[0] if exc.args else exc))
         try:

@@ -61,6 +61,10 @@ class ResumedSession(BaseModel):
     session_id: str
     items: list[ReplayItem]
     calls: list[CallFigure]
+    workspace: str | None = None
+    """Where the resumed session works (the one it recorded, when that folder still exists)."""
+    notes: list[str] = []
+    """What could not be restored as recorded, and what was done instead."""
 
 
 class AgentLink(Protocol):
@@ -96,8 +100,9 @@ class AgentLink(Protocol):
 
     def recent_sessions(self, limit: int = 10) -> list[SessionInfo]: ...
 
-    def resume(self, session_id: str) -> ResumedSession:
-        """Continue session `session_id` from the ledger; raise KeyError if there is none."""
+    def resume(self, session_id: str, *, keep_model: bool = False, keep_workspace: bool = False) -> ResumedSession:
+        """Continue session `session_id` from the ledger, on the model and in the workspace it last
+        used (unless told to keep the current ones); raise KeyError if there is none."""
 
     def keepalive(self, now: datetime) -> KeepAliveDecision:
         """Whether to warm the cached prefix at `now`, and why (`hitrate.harness.keepalive`)."""
