@@ -22,6 +22,8 @@ from hitrate.evals.sim_local import LocalSimConfig, simulate_local
 from hitrate.evals.sim_naive import Volatility, naive_requests
 from hitrate.evals.sim_openai import BreakpointSimConfig, PrefixSimConfig, simulate_openai_breakpoints, simulate_prefix_cache
 from hitrate.evals.sim_types import Predicted, SimCall, SimRequest, SimSection
+from hitrate.projection.caching import CacheRules, family_of_mechanism
+from hitrate.projection.caching.rules import DEEPSEEK_FLOOR_S
 from hitrate.store.cost import UsageTotals, aggregate, cost
 from hitrate.store.ledger import Ledger
 from hitrate.store.prices import ModelPrice, PriceTable, UnknownModelError
@@ -60,6 +62,8 @@ class Target(BaseModel):
     """The price table's cache mechanism for the model ("local_radix" for the local engine)."""
     min_cacheable_tokens: int = 0
     granularity: int = 1
+    retention: Literal["in_memory", "24h"] | None = None
+    """OpenAI: the only prompt-cache retention the model accepts (gpt-5.5: 24h), else None."""
 
     @property
     def label(self) -> str:
@@ -88,8 +92,16 @@ def parse_target(spec: str, table: PriceTable | None = None) -> Target:
         model=entry.model,
         mechanism=entry.cache_mechanism,
         min_cacheable_tokens=_min_tokens(entry),
-        granularity=entry.hit_granularity_tokens or 1,
+        granularity=entry.hit_granularity_tokens or _family_granularity(entry.cache_mechanism),
+        retention=entry.cache_retention,
     )
+
+
+def _family_granularity(mechanism: str) -> int:
+    """The family's own hit step where the price table states none: OpenAI's automatic prefix cache
+    returns hits in 128-token steps on every model up to GPT-5.5, gpt-5.5 included."""
+    family = family_of_mechanism(mechanism)
+    return CacheRules(family=family).prefix_granularity if family is not None else 1
 
 
 def _min_tokens(entry: ModelPrice) -> int:
@@ -120,7 +132,7 @@ class WhatIfOptions(BaseModel):
     """OpenAI <= 5.5: in-memory (5 min idle, 1 h cap) or extended 24 h retention."""
     idle_s: float | None = Field(None, gt=0)
     """OpenAI <= 5.5 / Gemini: override the idle expiry (in-memory retention is 5-10 minutes)."""
-    deepseek_retention_s: float = Field(3600.0, gt=0)
+    deepseek_retention_s: float = Field(float(DEEPSEEK_FLOOR_S), gt=0)
     """DeepSeek: how long an unused unit survives."""
     pool_tokens: int = Field(1_000_000, ge=1)
     """Local: KV pool size in tokens."""
@@ -171,7 +183,9 @@ def simulate(requests: Sequence[SimRequest], target: Target, options: WhatIfOpti
         overrides: dict[str, object] = {"min_tokens": target.min_cacheable_tokens, "granularity": target.granularity}
         if options.idle_s is not None:
             overrides["idle_s"] = options.idle_s
-        return simulate_prefix_cache(requests, PrefixSimConfig.retention(options.retention, **overrides))
+        # A model that accepts only one retention setting is replayed with it, whatever was asked.
+        retention = target.retention or options.retention
+        return simulate_prefix_cache(requests, PrefixSimConfig.retention(retention, **overrides))
     if mechanism == "deepseek_prefix_units":
         return simulate_deepseek(requests, DeepSeekSimConfig(retention_s=options.deepseek_retention_s))
     if mechanism == "local_radix":

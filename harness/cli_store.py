@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, timezone
 from pathlib import Path
 from typing import NoReturn
 
@@ -15,6 +15,7 @@ from hitrate.harness.cli import add_command, fail
 from hitrate.store.ledger import ENV_DB, GroupBy, GroupSummary, Ledger, default_ledger_path
 from hitrate.store.litellm_import import LiteLLMFormatError, load_litellm_file
 from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
+from hitrate.store.records import CallRecord
 
 _GROUPS = ("session", "run", "task", "model", "backend", "kind")  # kind: agent calls "(none)" vs "keepalive" warm-ups
 _PRICE_COLUMNS = ("model", "input", "output", "w 5m", "w 30m", "w 1h", "w 12h", "read", "min cache", "as of", "note")
@@ -80,11 +81,14 @@ def ledger_command(
     db: Path | None = typer.Option(None, "--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory)."),
     run: str | None = typer.Option(None, "--run", help="Only calls of this run id."),
     as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
+    flagged: bool = typer.Option(False, "--flagged", help="List the calls whose usage payload held a contradiction."),
 ) -> None:
     """Summarize recorded calls by session, run, task, model or backend.
 
     Per group: calls, token buckets, the Σ-based hit ratio Σread / Σ(read + writes + fresh), the
-    share of calls with any cache hit (a different figure), and cost."""
+    share of calls with any cache hit (a different figure), and cost. Calls whose usage payload
+    contradicted itself are counted under "flagged" and listed below the table (all of them with
+    --flagged)."""
     if by not in _GROUPS:
         _fail(f"--by must be one of {', '.join(_GROUPS)}, not {by!r}")
     path = db if db is not None else default_ledger_path()
@@ -92,6 +96,10 @@ def ledger_command(
         _fail(f"no ledger at {path} (nothing has been recorded there yet)")
     with Ledger(path) as ledger:
         groups = ledger.summarize(by, run_id=run)  # type: ignore[arg-type]
+        flagged_rows = ledger.flagged_calls(run_id=run)
+    if flagged:
+        _print_flagged(flagged_rows, path, as_json=as_json, limit=None)
+        return
     if as_json:
         typer.echo(json.dumps([g.model_dump(mode="json") for g in groups], indent=1))
         return
@@ -99,6 +107,37 @@ def ledger_command(
         typer.echo(f"no calls recorded in {path}" + (f" for run {run}" if run else ""))
         return
     _print_groups(by, groups, path)  # type: ignore[arg-type]
+    if flagged_rows:
+        _print_flagged(flagged_rows, path, as_json=False, limit=FLAGGED_SHOWN)
+
+
+FLAGGED_SHOWN = 10
+"""Flagged calls listed under the summary table (`--flagged` lists them all)."""
+
+
+def _print_flagged(calls: list[CallRecord], path: Path, *, as_json: bool, limit: int | None) -> None:
+    """The calls whose usage held a contradiction: when, which model, and each flag."""
+    if as_json:
+        typer.echo(json.dumps([
+            {"id": c.id, "started_at": c.started_at.isoformat(), "model": c.model, "flags": list(c.usage.flags),
+             "raw_usage": c.raw_usage} for c in calls
+        ], indent=1))
+        return
+    if not calls:
+        typer.echo(f"no flagged calls in {path}")
+        return
+    shown = calls if limit is None else calls[:limit]
+    out = Table(title=f"{len(calls)} flagged call(s): usage stored with its best reading and the raw payload")
+    out.add_column("call", no_wrap=True)
+    out.add_column("started (UTC)", no_wrap=True)
+    out.add_column("model", overflow="fold")
+    out.add_column("flags", overflow="fold")
+    for call in shown:
+        started = call.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        out.add_row(call.id[:SHORT_ID], started, call.model, "\n".join(call.usage.flags))
+    Console().print(out)
+    if len(shown) < len(calls):
+        typer.echo(f"... and {len(calls) - len(shown)} more: hitrate ledger --flagged")
 
 
 _ID_GROUPS = ("session", "run", "task")
@@ -107,7 +146,7 @@ SHORT_ID = 12
 commit ids); `--json` always has them whole."""
 _WIDE_ENOUGH = 150
 """Console width from which the table shows whole ids."""
-_OPTIONAL = {"write 5m": "0", "write 30m": "0", "write 1h": "0", "write 12h": "0", "unknown": "-"}
+_OPTIONAL = {"write 5m": "0", "write 30m": "0", "write 1h": "0", "write 12h": "0", "flagged": "0", "unknown": "-"}
 """Columns shown only when some group has something in them (each provider has its own write
 buckets), so the table fits a narrow terminal."""
 
@@ -120,7 +159,7 @@ def _print_groups(by: GroupBy, groups: list[GroupSummary], path: Path) -> None:
         title += f" (ids shortened to {SHORT_ID} characters; --json has them whole)"
     rows = [_group_row(by, group, shorten) for group in groups]
     columns = [by, "calls", "failed", "fresh", "write 5m", "write 30m", "write 1h", "write 12h", "read", "output",
-               "Σ-hit ratio", "calls with hit", "cost $", "unknown"]
+               "Σ-hit ratio", "calls with hit", "cost $", "flagged", "unknown"]
     keep = [i for i, column in enumerate(columns)
             if column not in _OPTIONAL or any(row[i] != _OPTIONAL[column] for row in rows)]
     out = Table(title=title)
@@ -161,6 +200,7 @@ def _group_row(by: GroupBy, group: GroupSummary, shorten: bool) -> list[str]:
         _percent(t.hit_ratio),
         _percent(t.calls_with_hit_share),
         cost_text,
+        str(t.flagged_calls),
         ", ".join(f"{k}: {v}" for k, v in t.unknown.items()) or "-",
     ]
 
@@ -199,6 +239,11 @@ def _tier_notes(entry: ModelPrice, schedule: PriceSchedule) -> str:
         parts.append("writes free")
     if schedule.effective_until is not None:
         parts.append(f"no price after {schedule.effective_until.isoformat()}")
+    parts.extend(f"{name}: {_rates(levels[0])}" for name, levels in schedule.service_tiers.items())
+    for field, modifiers in (("geo", schedule.inference_geo), ("speed", schedule.speed)):
+        parts.extend(f"{field} {value} x{m.multiplier:g}" for value, m in modifiers.items())
+    parts.extend(f"{name.removesuffix('_requests').replace('_', ' ')} ${fee.usd_per_request:g}/request"
+                 for name, fee in schedule.server_tools.items() if fee.usd_per_request)
     return "; ".join(parts) or "-"
 
 

@@ -45,10 +45,17 @@ class SessionEpochs:
         """(model, head hashes) of the last stored request, until the first new one is compared."""
 
     @classmethod
-    def restored(cls, calls: Sequence[CallRecord], labels: Mapping[str, str] | None = None) -> "SessionEpochs":
+    def restored(
+        cls,
+        calls: Sequence[CallRecord],
+        labels: Mapping[str, str] | None = None,
+        switches: Sequence[tuple[str, str]] = (),
+    ) -> "SessionEpochs":
         """The epochs of a stored session's calls (in the order they were made). `labels` gives the
-        model spec of a wire model name, to show epochs as the live session did."""
+        model spec of a wire model name, and `switches` the (wire model name, reason) of each stored
+        model switch in order, to show epochs as the live session did."""
         labels = labels or {}
+        pending = list(switches)
         epochs = cls()
         model: str | None = None
         head: tuple[str, ...] = ()
@@ -56,11 +63,18 @@ class SessionEpochs:
             call_head = tuple(call.section_hashes[:HEAD_SECTIONS])
             if len(call_head) == HEAD_SECTIONS:
                 parts = head_changes(model, call.model, head, call_head, chained=True)[1] if model is not None else []
+                reason = "; ".join(parts) if parts else "session start"
+                if parts and call.model != model:
+                    # The stored switch to this model says why it happened, as the live epoch did.
+                    while pending and pending[0][0] != call.model:
+                        pending.pop(0)
+                    if pending and pending[0][1]:
+                        reason = f"{pending.pop(0)[1]}: {reason}"
                 if model is None or parts:
                     epochs.lines.append(
                         EpochLine(
                             number=len(epochs.lines),
-                            reason="; ".join(parts) if parts else "session start",
+                            reason=reason,
                             model=labels.get(call.model, f"{call.backend}/{call.model}"),
                             first_step=index,
                             miss_tokens=call.miss_tokens,

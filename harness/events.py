@@ -59,6 +59,18 @@ class CallRetrying(_Event):
     error: str
 
 
+CALL_FACTS: tuple[str, ...] = (
+    "started_at", "usage", "cost_usd", "miss_reason", "miss_tokens", "miss_cost_usd", "ttft_s", "latency_s", "error", "kind",
+)
+"""The fields every view of one recorded call shows (the event, the TUI's call bars), named as on
+its ledger row: views take them with `call_facts`, never field by field."""
+
+
+def call_facts(source: Any) -> dict[str, Any]:
+    """The `CALL_FACTS` of a ledger row (`CallRecord`) or of an event that carries them."""
+    return {name: getattr(source, name) for name in CALL_FACTS}
+
+
 class CallRecorded(_Event):
     """One model call written to the ledger (successful or failed)."""
 

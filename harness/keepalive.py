@@ -168,7 +168,7 @@ class KeepAliveDecision(BaseModel):
 
 
 def format_clock(seconds: float) -> str:
-    """m:ss (h:mm:ss from an hour), rounded up."""
+    """m:ss (h:mm:ss from one hour), rounded up so "0:00" is only shown once the time is gone."""
     total = max(0, int(-(-seconds // 1)))
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)

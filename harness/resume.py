@@ -68,6 +68,17 @@ def load_session(ledger: Ledger, session_id: str) -> StoredSession:
     return StoredSession(record=record, stored=read_transcript(entries), calls=ledger.calls(session_id=session_id))
 
 
+def stored_switches(stored: StoredTranscript) -> list[tuple[str, str]]:
+    """(wire model name, reason) of each stored model switch, in order."""
+    out: list[tuple[str, str]] = []
+    for spec, reason in zip(stored.model_specs, stored.model_reasons):
+        try:
+            out.append((parse_model_spec(spec, env={}).model, reason))
+        except ModelSpecError:
+            continue  # a spec this version no longer reads
+    return out
+
+
 def spec_labels(specs: Sequence[str | None]) -> dict[str, str]:
     """Wire model name -> the spec it was chosen with, for the specs a session used (later wins)."""
     labels: dict[str, str] = {}

@@ -86,7 +86,8 @@ def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRu
         if family == "openai_breakpoints":
             rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=minimum)
         else:
-            rules = CacheRules(family="openai_implicit", min_cacheable_tokens=minimum or 1024)
+            extended = entry is not None and entry.cache_retention == "24h"
+            rules = CacheRules(family="openai_implicit", min_cacheable_tokens=minimum or 1024, extended_retention=extended)
         return rules, rules
     if dialect == "deepseek":
         rules = CacheRules(family="deepseek", min_cacheable_tokens=minimum)

@@ -51,6 +51,7 @@ from hitrate.harness.resume import (
     load_session,
     previous_request,
     spec_labels,
+    stored_switches,
 )
 from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
@@ -157,7 +158,9 @@ class Session(SessionRecording):
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
         session.records = list(enumerate(stored.calls, start=1))
-        session._epochs = SessionEpochs.restored(stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]))
+        session._epochs = SessionEpochs.restored(
+            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored)
+        )
         last_ok = next((c for c in reversed(stored.calls) if c.error is None), None)
         if last_ok is not None:
             inputs_ = session.inputs
@@ -167,7 +170,9 @@ class Session(SessionRecording):
             )
         last_spec = stored.stored.model_spec or record.model_spec
         if last_spec is not None and last_spec != route.label:
-            session._log.model(route.label, f"resumed on {route.label} (was {last_spec})")
+            reason = f"resumed on {route.label} (was {last_spec})"
+            session._log.model(route.label, reason)
+            session._epoch_reason = reason
         return session
 
     def _setup(
@@ -315,7 +320,8 @@ class Session(SessionRecording):
         route = self.route
         epoch = self._epochs.view(prompt, reason)
         if epoch.started:
-            self._epochs.start(epoch, route.label, step)
+            # Epochs count calls across the whole session (as a resumed session reads them back).
+            self._epochs.start(epoch, route.label, len(self.records) + 1)
             self.emit(EpochStarted(session_id=self.id, number=epoch.number, reason=epoch.reason,
                                    changes=epoch.changes, model=route.label))
         self.emit(CallStarted(session_id=self.id, step=step, model=route.label, prompt_tokens_estimate=prompt.total_tokens))

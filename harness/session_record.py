@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from hitrate.harness.call_sections import call_sections
 from hitrate.harness.epochs import EpochView, SessionEpochs
-from hitrate.harness.events import CallRecorded
+from hitrate.harness.events import CallRecorded, call_facts
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
 from hitrate.harness.wire_types import CallResult
@@ -102,18 +102,9 @@ class SessionRecording:
                 step=step,
                 call_id=record.id,
                 model=self.route.label,
-                started_at=record.started_at,
-                usage=record.usage,
-                cost_usd=record.cost_usd,
-                miss_reason=record.miss_reason,
-                miss_tokens=record.miss_tokens,
-                miss_cost_usd=record.miss_cost_usd,
-                ttft_s=record.ttft_s,
-                latency_s=record.latency_s,
                 stop_reason=stop_reason,
-                error=record.error,
                 epoch=epoch.number,
-                kind=record.kind,
+                **call_facts(record),
             )
         )
         return record

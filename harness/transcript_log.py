@@ -70,6 +70,8 @@ class StoredTranscript:
     transcript: Transcript
     model_specs: tuple[str, ...]
     """The specs of the `model` entries, in order (the models the session moved to)."""
+    model_reasons: tuple[str, ...]
+    """Why the session moved to each of them, in the same order."""
     next_seq: int
     """Where the next entry goes."""
 
@@ -83,6 +85,7 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
     """Rebuild a transcript from its stored entries (in `seq` order, without gaps)."""
     messages: list[UserMessage | AssistantMessage] = []
     model_specs: list[str] = []
+    model_reasons: list[str] = []
     for expected, entry in enumerate(entries):
         where = f"entry {entry.seq} ({entry.kind}) of session {entry.session_id}"
         if entry.seq != expected:
@@ -99,7 +102,9 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                     raise StoredTranscriptError(f"{where}: a context block must follow a user message")
                 messages[-1] = UserMessage(content=messages[-1].content + (block,))
             elif entry.kind == KIND_MODEL:
-                model_specs.append(str(json.loads(entry.body)["spec"]))
+                switch = json.loads(entry.body)
+                model_specs.append(str(switch["spec"]))
+                model_reasons.append(str(switch.get("reason") or ""))
             else:
                 raise StoredTranscriptError(f"{where}: unknown kind of entry")
         except (ValidationError, TranscriptError, KeyError, json.JSONDecodeError) as exc:
@@ -109,4 +114,6 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
     except (ValidationError, TranscriptError) as exc:
         session = entries[0].session_id if entries else "?"
         raise StoredTranscriptError(f"the stored transcript of session {session} breaks the conversation rules: {exc}") from exc
-    return StoredTranscript(transcript=transcript, model_specs=tuple(model_specs), next_seq=len(entries))
+    return StoredTranscript(
+        transcript=transcript, model_specs=tuple(model_specs), model_reasons=tuple(model_reasons), next_seq=len(entries)
+    )

@@ -18,9 +18,8 @@ import json
 from typing import Any
 
 import anthropic
-import httpx2
 
-from hitrate.harness.wire_errors import stream_error
+from hitrate.harness.wire_stream import StreamedCall
 from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
@@ -28,7 +27,6 @@ from hitrate.harness.wire_types import (
     InFlight,
     PlannedMarks,
     RenderReport,
-    StreamTimer,
     TextSink,
     map_stop_reason,
     native_raw,
@@ -44,8 +42,7 @@ from hitrate.projection.transcript import (
     ToolResultBlock,
     UserMessage,
 )
-from hitrate.store.normalize import from_anthropic, merge_anthropic_stream
-from hitrate.store.usage import UsageFormatError
+from hitrate.store.normalize import anthropic_stream_usage, as_raw_usage, from_anthropic
 
 API = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -239,6 +236,10 @@ def _dict(obj: Any) -> dict[str, Any]:
     return obj.to_dict(mode="json")
 
 
+class _PrewarmRefused(Exception):
+    """The server refused a `max_tokens: 0` pre-warm."""
+
+
 class AnthropicBackend:
     """One model behind an Anthropic Messages endpoint (Anthropic itself, or the bundled engine)."""
 
@@ -292,36 +293,34 @@ class AnthropicBackend:
         body = render_messages_request(prompt, max_tokens=0, report=report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
-        timer = StreamTimer()
-        with self._inflight.track() as tracked:
-            try:
-                message = self._client.messages.create(**body)
-                tracked.check()
-            except anthropic.BadRequestError:
-                self.prewarm_refused = True
-                return self.call(prompt, max_tokens=1)
-            except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
-                error = stream_error(exc, where=where, request_id=None)
-                if error is exc:
-                    raise
-                raise error from exc
-        raw_usage = _dict(message.usage)
-        request_id = getattr(message, "_request_id", None)
+
+        def refine(exc: BaseException) -> None:
+            # Any 400 counts as the refusal: the same body with a real budget was accepted before.
+            if isinstance(exc, anthropic.BadRequestError):
+                raise _PrewarmRefused() from exc
+
         try:
-            usage = from_anthropic(raw_usage)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
-        return CallResult(
+            with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id", refine=refine) as call:
+                message = self._client.messages.create(**body)
+                call.check()
+        except _PrewarmRefused:
+            self.prewarm_refused = True
+            return self.call(prompt, max_tokens=1)
+        # A surprising usage block never fails the call: the store reads it as well as it can
+        # and flags what it could not reconcile.
+        raw_usage = as_raw_usage(getattr(message, "usage", None))
+        call.request_id = getattr(message, "_request_id", None)
+        usage = from_anthropic(raw_usage)
+        return call.result(
             assistant=None,
             usage=usage,
             raw_usage=raw_usage,
             stop_reason=map_stop_reason(message.stop_reason),
             raw_stop_reason=message.stop_reason,
             model=message.model or prompt.model,
-            request_id=request_id,
             response_id=message.id,
-            latency_s=timer.elapsed(),
             request_body=body,
+            streamed=False,
         )
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
@@ -329,64 +328,41 @@ class AnthropicBackend:
         body = render_messages_request(prompt, max_tokens=max_tokens, report=report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
-        timer = StreamTimer()
         start_usage: dict[str, Any] = {}
         delta_usage: dict[str, Any] = {}
         stop_raw: str | None = None
         model = prompt.model
         response_id: str | None = None
-        request_id: str | None = None
         collected = _Collected()
-        with self._inflight.track() as tracked:
-            try:
-                stream = self._client.messages.create(**body, stream=True)
-                request_id = stream.response.headers.get("request-id")
-                with stream:
-                    tracked.attach(stream.response)
-                    for event in stream:
-                        tracked.check()
-                        kind = event.type
-                        if kind == "message_start":
-                            message = event.message
-                            start_usage = _dict(message.usage)
-                            model = message.model or model
-                            response_id = message.id
-                        elif kind == "content_block_start":
-                            timer.content_arrived()
-                            collected.start(event.index, _dict(event.content_block))
-                        elif kind == "content_block_delta":
-                            timer.content_arrived()
-                            text = collected.delta(event.index, _dict(event.delta))
-                            if text and on_text is not None:
-                                on_text(text)
-                        elif kind == "message_delta":
-                            stop_raw = event.delta.stop_reason or stop_raw
-                            delta_usage = _dict(event.usage)
-                    tracked.check()
-            except (CallError, anthropic.AnthropicError, httpx2.TransportError) as exc:
-                error = stream_error(exc, where=where, request_id=request_id, partial_usage=start_usage)
-                if error is exc:
-                    raise
-                raise error from exc
-        latency = timer.elapsed()
-        if not start_usage and not delta_usage:
-            raise CallError(f"{where}: the stream ended without usage (no message_start)", kind="bad_response",
-                            request_id=request_id)
-        raw_usage = merge_anthropic_stream(start_usage, delta_usage)
-        try:
-            usage = from_anthropic(raw_usage)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
-        return CallResult(
+        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
+            for event in call.events(self._client.messages.create(**body, stream=True)):
+                kind = event.type
+                if kind == "message_start":
+                    message = event.message
+                    start_usage = as_raw_usage(getattr(message, "usage", None))
+                    call.partial_usage = start_usage
+                    model = message.model or model
+                    response_id = message.id
+                elif kind == "content_block_start":
+                    call.timer.content_arrived()
+                    collected.start(event.index, _dict(event.content_block))
+                elif kind == "content_block_delta":
+                    call.timer.content_arrived()
+                    text = collected.delta(event.index, _dict(event.delta))
+                    if text and on_text is not None:
+                        on_text(text)
+                elif kind == "message_delta":
+                    stop_raw = event.delta.stop_reason or stop_raw
+                    delta_usage = as_raw_usage(getattr(event, "usage", None))
+        # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
+        raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
+        return call.result(
             assistant=collected.message(),
             usage=usage,
             raw_usage=raw_usage,
             stop_reason=map_stop_reason(stop_raw),
             raw_stop_reason=stop_raw,
             model=model,
-            request_id=request_id,
             response_id=response_id,
-            ttft_s=timer.ttft_s,
-            latency_s=latency,
             request_body=body,
         )

@@ -20,12 +20,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx2
 import openai
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_errors import stream_error
 from hitrate.harness.wire_openai_client import OpenAIClientBackend
+from hitrate.harness.wire_stream import StreamedCall
 from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
@@ -51,7 +50,7 @@ from hitrate.projection.transcript import (
 )
 from hitrate.store import normalize
 from hitrate.store.prices import PriceTable
-from hitrate.store.usage import Usage, UsageFormatError
+from hitrate.store.usage import Usage
 
 API = "openai_chat"
 # Blocks of one user turn are joined with a blank line when content is a plain string.
@@ -168,8 +167,8 @@ def normalize_usage(raw: dict[str, Any], quirks: Quirks, model: str, timings: di
             writes_billed = entry.writes_billed
         else:
             # A model the price table does not know: trust the payload about billed writes.
-            details = raw.get("prompt_tokens_details") or {}
-            writes_billed = bool(details.get("cache_write_tokens"))
+            details = raw.get("prompt_tokens_details")
+            writes_billed = isinstance(details, dict) and bool(details.get("cache_write_tokens"))
         return normalize.from_openai_chat(raw, writes_billed=writes_billed)
     return normalize.from_openai_compatible(raw, timings=timings)
 
@@ -267,58 +266,37 @@ class OpenAIChatBackend(OpenAIClientBackend):
         if self.quirks.stream_usage:
             # Without this a stream carries no usage at all.
             request["stream_options"] = {"include_usage": True}
-        where = self.label
-        timer = StreamTimer()
         raw_usage: dict[str, Any] = {}
         timings: dict[str, Any] | None = None
         reply = _Reply()
         finish: str | None = None
         model = prompt.model
         response_id: str | None = None
-        request_id: str | None = None
-        with self._inflight.track() as tracked:
-            try:
-                stream = self._client.chat.completions.create(**request)
-                request_id = stream.response.headers.get("x-request-id")
-                with stream:
-                    tracked.attach(stream.response)
-                    for chunk in stream:
-                        tracked.check()
-                        response_id = response_id or chunk.id
-                        model = chunk.model or model
-                        extra = chunk.model_extra or {}
-                        if chunk.usage is not None:
-                            raw_usage = chunk.usage.to_dict(mode="json")
-                        if isinstance(extra.get("timings"), dict):
-                            timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
-                        for choice in chunk.choices:
-                            if choice.finish_reason:
-                                finish = choice.finish_reason
-                            if choice.delta is not None:
-                                reply.add(choice.delta, timer, on_text)
-                    tracked.check()
-            except (CallError, openai.OpenAIError, httpx2.TransportError) as exc:
-                error = stream_error(exc, where=where, request_id=request_id)
-                if error is exc:
-                    raise
-                raise error from exc
-        latency = timer.elapsed()
-        try:
-            usage = normalize_usage(raw_usage, self.quirks, model, timings)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id") as call:
+            for chunk in call.events(self._client.chat.completions.create(**request)):
+                response_id = response_id or chunk.id
+                model = chunk.model or model
+                extra = chunk.model_extra or {}
+                if chunk.usage is not None:
+                    raw_usage = normalize.as_raw_usage(chunk.usage)
+                if isinstance(extra.get("timings"), dict):
+                    timings = extra["timings"]  # llama.cpp: cache_n / prompt_n
+                for choice in chunk.choices:
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                    if choice.delta is not None:
+                        reply.add(choice.delta, call.timer, on_text)
+        # The store never raises on a usage payload: contradictions come back flagged in the usage.
+        usage = normalize_usage(raw_usage, self.quirks, model, timings)
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
-        return CallResult(
+        return call.result(
             assistant=reply.message(),
             usage=usage,
             raw_usage=raw_usage,
             stop_reason=map_stop_reason(finish),
             raw_stop_reason=finish,
             model=model,
-            request_id=request_id,
             response_id=response_id,
-            ttft_s=timer.ttft_s,
-            latency_s=latency,
             request_body=request,
         )

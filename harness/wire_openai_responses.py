@@ -34,8 +34,8 @@ import httpx2
 import openai
 
 from hitrate.harness.models import Quirks
-from hitrate.harness.wire_errors import stream_error
 from hitrate.harness.wire_openai_client import OpenAIClientBackend
+from hitrate.harness.wire_stream import StreamedCall
 from hitrate.harness.wire_types import (
     BlockKey,
     CallError,
@@ -44,7 +44,6 @@ from hitrate.harness.wire_types import (
     PlannedMarks,
     RenderReport,
     StopReason,
-    StreamTimer,
     TextSink,
     native_raw,
 )
@@ -61,7 +60,7 @@ from hitrate.projection.transcript import (
 )
 from hitrate.store import normalize
 from hitrate.store.prices import PriceTable
-from hitrate.store.usage import Usage, UsageFormatError
+from hitrate.store.usage import Usage
 
 API = "openai_responses"
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -188,8 +187,8 @@ def normalize_usage(raw: dict[str, Any], model: str, requested_model: str | None
         writes_billed = entry.writes_billed
     else:
         # A model the price table does not know: trust the payload about billed writes.
-        details = raw.get("input_tokens_details") or {}
-        writes_billed = bool(details.get("cache_write_tokens"))
+        details = raw.get("input_tokens_details")
+        writes_billed = isinstance(details, dict) and bool(details.get("cache_write_tokens"))
     return normalize.from_openai_responses(raw, writes_billed=writes_billed)
 
 
@@ -358,82 +357,68 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         self.last_report = report
         request = dict(body, stream=True)
         where = f"{self.label} at {self.base_url}"
-        timer = StreamTimer()
         output = _Output()
         final: dict[str, Any] | None = None
         model = prompt.model
         response_id: str | None = None
-        request_id: str | None = None
-        with self._inflight.track() as tracked:
-            try:
-                stream = self._client.responses.create(**request)
-                request_id = stream.response.headers.get("x-request-id")
-                with stream:
-                    tracked.attach(stream.response)
-                    for event in stream:
-                        tracked.check()
-                        kind = getattr(event, "type", None)
-                        if kind in ("response.created", "response.in_progress"):
-                            started = _dict(event.response)
-                            response_id = started.get("id") or response_id
-                            model = started.get("model") or model
-                        elif kind == "response.output_item.added":
-                            timer.content_arrived()
-                            output.added[event.output_index] = _dict(event.item)
-                        elif kind == "response.output_text.delta":
-                            timer.content_arrived()
-                            output.text.setdefault(event.output_index, []).append(event.delta)
-                            if on_text is not None and event.delta:
-                                on_text(event.delta)
-                        elif kind == "response.function_call_arguments.delta":
-                            timer.content_arrived()
-                            output.arguments.setdefault(event.output_index, []).append(event.delta)
-                        elif kind in ("response.reasoning_summary_text.delta", "response.refusal.delta"):
-                            timer.content_arrived()
-                        elif kind == "response.output_item.done":
-                            output.done[event.output_index] = _dict(event.item)
-                        elif kind in ("response.completed", "response.incomplete"):
-                            final = _dict(event.response)
-                        elif kind == "response.failed":
-                            final = _dict(event.response)
-                            raise _stream_failure(final.get("error") or {}, stream.response)
-                        elif kind == "error":
-                            raise _stream_failure(_dict(event), stream.response)
-                    tracked.check()
-            except (CallError, openai.OpenAIError, httpx2.TransportError) as exc:
-                if include and _refuses_encrypted_reasoning(exc):
-                    raise _EncryptedReasoningRefused() from exc
-                partial = (final or {}).get("usage") or None
-                error = stream_error(exc, where=where, request_id=request_id, partial_usage=partial)
-                if error is exc:
-                    raise
-                raise error from exc
-        latency = timer.elapsed()
+
+        def refine(exc: BaseException) -> None:
+            if include and _refuses_encrypted_reasoning(exc):
+                raise _EncryptedReasoningRefused() from exc
+
+        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine) as call:
+            stream = self._client.responses.create(**request)
+            for event in call.events(stream):
+                kind = getattr(event, "type", None)
+                timer = call.timer
+                if kind in ("response.created", "response.in_progress"):
+                    started = _dict(event.response)
+                    response_id = started.get("id") or response_id
+                    model = started.get("model") or model
+                elif kind == "response.output_item.added":
+                    timer.content_arrived()
+                    output.added[event.output_index] = _dict(event.item)
+                elif kind == "response.output_text.delta":
+                    timer.content_arrived()
+                    output.text.setdefault(event.output_index, []).append(event.delta)
+                    if on_text is not None and event.delta:
+                        on_text(event.delta)
+                elif kind == "response.function_call_arguments.delta":
+                    timer.content_arrived()
+                    output.arguments.setdefault(event.output_index, []).append(event.delta)
+                elif kind in ("response.reasoning_summary_text.delta", "response.refusal.delta"):
+                    timer.content_arrived()
+                elif kind == "response.output_item.done":
+                    output.done[event.output_index] = _dict(event.item)
+                elif kind in ("response.completed", "response.incomplete"):
+                    final = _dict(event.response)
+                    call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
+                elif kind == "response.failed":
+                    final = _dict(event.response)
+                    call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
+                    raise _stream_failure(final.get("error") or {}, stream.response)
+                elif kind == "error":
+                    raise _stream_failure(_dict(event), stream.response)
         if final is None:
             raise CallError(
-                f"{where}: the stream ended before response.completed", kind="connection", request_id=request_id
+                f"{where}: the stream ended before response.completed", kind="connection", request_id=call.request_id
             )
         model = final.get("model") or model
         response_id = final.get("id") or response_id
-        raw_usage = final.get("usage") or {}
-        try:
-            usage = normalize_usage(raw_usage, model, prompt.model)
-        except UsageFormatError as exc:
-            raise CallError(f"{where}: unreadable usage: {exc}", kind="bad_response", request_id=request_id) from exc
+        # The store never raises on a usage payload: contradictions come back flagged in the usage.
+        raw_usage = normalize.as_raw_usage(final.get("usage"))
+        usage = normalize_usage(raw_usage, model, prompt.model)
         blocks = [b for item in output.items(final.get("output") or []) for b in _blocks(item)]
         status = final.get("status")
         reason = (final.get("incomplete_details") or {}).get("reason")
         has_calls = any(isinstance(b, ToolCallBlock) for b in blocks)
-        return CallResult(
+        return call.result(
             assistant=AssistantMessage(content=tuple(blocks)) if blocks else None,
             usage=usage,
             raw_usage=raw_usage,
             stop_reason=responses_stop_reason(status, reason, has_calls),
             raw_stop_reason=reason if status == "incomplete" and reason else status,
             model=model,
-            request_id=request_id,
             response_id=response_id,
-            ttft_s=timer.ttft_s,
-            latency_s=latency,
             request_body=request,
         )

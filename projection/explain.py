@@ -151,6 +151,9 @@ def explain_miss(
     if previous_model != current_model:
         if ideal is not None and reached(ideal.tokens):
             return MissExplanation(reason="hit", label="hit", expected_read=scaled(ideal.tokens))
+        if read is None and ideal is not None and expected >= ideal.tokens:
+            # Back on a model whose entries are still cached: nothing the previous request left is lost.
+            return MissExplanation(reason="hit", label="hit", expected_read=scaled(expected), detail="read this model's earlier entry")
         lost = scaled(ideal.tokens) if ideal else 0
         return MissExplanation(
             reason="model_changed",

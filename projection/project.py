@@ -247,7 +247,8 @@ class Projector:
         described = "; ".join(parts) if parts else "session start"
         epoch = Epoch(
             number=len(self._epochs),
-            reason=f"{reason}: {described}" if reason else described,
+            # Why a change happened says nothing about the first epoch: nothing changed yet.
+            reason=f"{reason}: {described}" if reason and parts else described,
             changes=tuple(changes),
             model=model,
             head_hash=head.sections[2].hash,

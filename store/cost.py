@@ -5,6 +5,11 @@ TTL class at its write rate, reads at the read rate, output (thinking included) 
 rate. Reasoning is part of output and is never billed again. A bucket whose count is unknown
 has an unknown cost, and so has the total: a partial sum is not shown as if it were the cost.
 
+On top of the tokens: a geography or speed the usage reports multiplies every token rate by the
+schedule's modifier (they stack: Anthropic documents fast mode and US-only inference as
+multipliers on all token categories, caching included), and each server-tool request (web search)
+adds its per-request fee, which no modifier touches.
+
 Totals over calls follow one rule for the hit ratio: Σread / Σ(read + write + fresh), summed
 over calls, never a mean of per-call ratios. The share of calls with any hit is a different
 figure and is named apart.
@@ -17,8 +22,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from hitrate.store.prices import PriceError, PriceTable, Tier, UnknownModelError
-from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, WRITE_BUCKETS, Usage
+from hitrate.store.prices import PriceError, PriceSchedule, PriceTable, Tier, UnknownModelError
+from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, SERVER_TOOL_COUNTS, WRITE_BUCKETS, Usage
 
 #: Buckets that carry a price (reasoning is inside output).
 BILLED_BUCKETS: tuple[str, ...] = (*PROMPT_BUCKETS, "output")
@@ -43,8 +48,14 @@ class CostBreakdown(BaseModel):
     cache_write_12h: float | None = None
     cache_read: float | None = None
     output: float | None = None
+    server_tools: float | None = None
+    """Per-request server-tool fees (web searches); 0.0 when the call ran none."""
     total: float | None = None
-    """Sum of the buckets; None if any bucket is None."""
+    """Sum of the buckets and the server-tool fees; None if any of them is None."""
+    multiplier: float = 1.0
+    """Product of the rate modifiers applied to every token rate (geography, speed)."""
+    modifiers: list[str] = []
+    """The modifiers applied, e.g. "inference_geo=us x1.1", "speed=fast x2"."""
     tier: str | None = None
     """"base" or the long-context tier applied (e.g. ">272K")."""
     peak: bool | None = None
@@ -72,13 +83,14 @@ def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None
     guessed price."""
     table = table or PriceTable.default()
     try:
-        selection = table.rates_for(model, at, usage.prompt_tokens)
+        selection = table.rates_for(model, at, usage.prompt_tokens, usage.service_tier)
     except (UnknownModelError, PriceError) as exc:
         return CostBreakdown(model=model, price_snapshot_id=table.id, unpriced_reason=str(exc))
 
     tier = selection.tier
-    amounts: dict[str, float | None] = {}
     missing: list[str] = []
+    multiplier, applied = _modifiers(usage, selection.model, selection.schedule, missing)
+    amounts: dict[str, float | None] = {}
     for bucket in BILLED_BUCKETS:
         tokens = getattr(usage, bucket)
         rate = tier.rate_for(bucket)
@@ -90,8 +102,11 @@ def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None
         elif rate is None:
             amounts[bucket] = None
             missing.append(f"{selection.model} has no {bucket} rate but {tokens} tokens were billed so")
+        elif multiplier is None:
+            amounts[bucket] = None
         else:
-            amounts[bucket] = tokens * rate / _PER_TOKEN
+            amounts[bucket] = tokens * rate * multiplier / _PER_TOKEN
+    amounts["server_tools"] = _server_tool_fees(usage, selection.model, selection.schedule, missing)
     known = [v for v in amounts.values() if v is not None]
     total = sum(known) if len(known) == len(amounts) else None
     return CostBreakdown(
@@ -102,9 +117,51 @@ def cost(usage: Usage, model: str, at: datetime, table: PriceTable | None = None
         tier=tier.label,
         peak=selection.peak,
         rates=tier,
-        unpriced_reason="; ".join(missing) or None,
+        multiplier=multiplier if multiplier is not None else 1.0,
+        modifiers=applied,
+        # Zero tokens cost nothing at any rate: a reason only where the total is really unknown.
+        unpriced_reason=("; ".join(missing) or None) if total is None else None,
         **amounts,
     )
+
+
+# The value of each usage field that means "plain rates": the provider's default.
+_DEFAULT_VALUES = {"inference_geo": ("global",), "speed": ("standard",)}
+
+
+def _modifiers(usage: Usage, model: str, schedule: PriceSchedule, missing: list[str]) -> tuple[float | None, list[str]]:
+    """The product of the rate modifiers the usage calls for, and their labels; None (with a reason
+    in `missing`) when the usage reports a geography or speed the schedule has no price for."""
+    product: float | None = 1.0
+    applied: list[str] = []
+    for field, table in (("inference_geo", schedule.inference_geo), ("speed", schedule.speed)):
+        value = getattr(usage, field)
+        if value is None or value in _DEFAULT_VALUES[field]:
+            continue
+        modifier = table.get(value)
+        if modifier is None:
+            missing.append(f"{model} has no price for {field}={value!r}")
+            product = None
+            continue
+        applied.append(f"{field}={value} x{modifier.multiplier:g}")
+        if product is not None:
+            product *= modifier.multiplier
+    return product, applied
+
+
+def _server_tool_fees(usage: Usage, model: str, schedule: PriceSchedule, missing: list[str]) -> float | None:
+    total: float | None = 0.0
+    for field in SERVER_TOOL_COUNTS:
+        requests = getattr(usage, field)
+        if not requests:
+            continue  # none ran, or the API does not report server tools (nothing billed per request)
+        fee = schedule.server_tools.get(field)
+        if fee is None:
+            missing.append(f"{model} has no fee for {requests} {field}")
+            total = None
+        elif total is not None:
+            total += requests * fee.usd_per_request
+    return total
 
 
 def miss_cost(miss_tokens: int | None, usage: Usage, breakdown: CostBreakdown) -> float | None:
@@ -125,7 +182,7 @@ def miss_cost(miss_tokens: int | None, usage: Usage, breakdown: CostBreakdown) -
     paid = write_rate if written[largest] > 0 and write_rate is not None else rates.input
     # A model without a read rate bills reads as input: then a miss costs nothing extra.
     read = rates.read if rates.read is not None else rates.input
-    return miss_tokens * max(0.0, paid - read) / _PER_TOKEN
+    return miss_tokens * max(0.0, paid - read) * breakdown.multiplier / _PER_TOKEN
 
 
 class UsageTotals(BaseModel):
@@ -156,6 +213,9 @@ class UsageTotals(BaseModel):
     failed_calls: int = 0
     """Calls that ended in an error (included in `calls`; their missing buckets are not counted
     in `unknown`, which is about successful calls that did not report a bucket)."""
+    flagged_calls: int = 0
+    """Calls whose usage payload held a contradiction, stored with its best reading and flags
+    (`Usage.flags`; `hitrate ledger --flagged` lists them)."""
 
     @property
     def cache_write_total(self) -> int:
@@ -171,8 +231,10 @@ def aggregate(calls: Iterable[tuple[Usage, float | None]]) -> UsageTotals:
     with_read = with_hit = 0
     cost_sum = 0.0
     priced = 0
+    flagged = 0
     for usage, call_cost in calls:
         n += 1
+        flagged += usage.flagged
         for bucket in BUCKETS:
             value = getattr(usage, bucket)
             if value is None:
@@ -197,4 +259,5 @@ def aggregate(calls: Iterable[tuple[Usage, float | None]]) -> UsageTotals:
         calls_with_hit_share=with_hit / with_read if with_read else None,
         cost_usd=cost_sum if priced else None,
         unpriced_calls=n - priced,
+        flagged_calls=flagged,
     )

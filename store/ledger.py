@@ -347,6 +347,15 @@ class Ledger:
         rows = self._query(f"SELECT * FROM calls {where} ORDER BY started_at, rowid", params)
         return [_call_from_row(r) for r in rows]
 
+    def flagged_calls(self, *, run_id: str | None = None) -> list[CallRecord]:
+        """Calls whose usage payload held a contradiction (non-empty `usage.flags`), in the order
+        they started."""
+        where, params = _where({"run_id": run_id})
+        flagged = "usage_flags IS NOT NULL"
+        where = f"{where} AND {flagged}" if where else f"WHERE {flagged}"
+        rows = self._query(f"SELECT * FROM calls {where} ORDER BY started_at, rowid", params)
+        return [_call_from_row(r) for r in rows]
+
     def count_calls(self) -> int:
         return int(self._query("SELECT COUNT(*) AS n FROM calls")[0]["n"])
 

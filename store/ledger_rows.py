@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hitrate.store.cost import UsageTotals
-from hitrate.store.ledger_schema import USAGE_COLUMNS
+from hitrate.store.ledger_schema import USAGE_COLUMNS, USAGE_EXTRA_COLUMNS
 from hitrate.store.records import CallRecord, RunRecord, TaskRecord
 from hitrate.store.usage import BUCKETS, PROMPT_BUCKETS, Usage
 
@@ -28,6 +28,12 @@ def _call_row(call: CallRecord) -> dict[str, Any]:
         "latency_s": call.latency_s,
         "section_hashes": json.dumps(call.section_hashes),
         **{column: getattr(usage, column) for column in USAGE_COLUMNS},
+        "web_search_requests": usage.web_search_requests,
+        "web_fetch_requests": usage.web_fetch_requests,
+        "inference_geo": usage.inference_geo,
+        "speed": usage.speed,
+        "service_tier": usage.service_tier,
+        "usage_flags": json.dumps(list(usage.flags), ensure_ascii=False) if usage.flags else None,
         "raw_usage": _dumps(call.raw_usage) if call.raw_usage is not None else None,
         "price_snapshot_id": call.price_snapshot_id,
         "cost_usd": call.cost_usd,
@@ -55,6 +61,7 @@ _CALL_COLUMNS = (
     *("layout", "cache_mode"),
     "sections_json",
     "kind",
+    *USAGE_EXTRA_COLUMNS,
 )
 _INSERT_CALL = (
     f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join(':' + c for c in _CALL_COLUMNS)})"
@@ -71,7 +78,9 @@ def _task_from_row(row: dict[str, Any]) -> TaskRecord:
 
 def _call_from_row(row: dict[str, Any]) -> CallRecord:
     data = dict(row)
-    usage = Usage(**{column: data.pop(column) for column in USAGE_COLUMNS})
+    extra = {column: data.pop(column, None) for column in USAGE_EXTRA_COLUMNS}
+    flags = tuple(_loads(extra.pop("usage_flags")) or ())
+    usage = Usage(**{column: data.pop(column) for column in USAGE_COLUMNS}, **extra, flags=flags)
     data["section_hashes"] = json.loads(data["section_hashes"] or "[]")
     data["raw_usage"] = _loads(data["raw_usage"])
     data["sections"] = _loads(data.pop("sections_json", None))
@@ -87,6 +96,7 @@ _SUMMARY_SELECT = ", ".join(
         # A failed call reports no buckets; it is counted as failed, not as unknown in each bucket.
         *(f"COALESCE(SUM(error IS NULL AND {b} IS NULL), 0) AS unknown_{b}" for b in BUCKETS),
         "COUNT(error) AS failed",
+        "COUNT(usage_flags) AS flagged",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN cache_read END) AS ratio_read",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN {_PROMPT_SUM} END) AS ratio_prompt",
         "COUNT(cache_read) AS with_read",
@@ -110,6 +120,7 @@ def _totals_from_row(row: dict[str, Any]) -> UsageTotals:
         cost_usd=float(row["cost"]) if row["priced"] else None,
         unpriced_calls=calls - int(row["priced"]),
         failed_calls=int(row["failed"]),
+        flagged_calls=int(row["flagged"]),
     )
 
 

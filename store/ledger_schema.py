@@ -26,6 +26,18 @@ USAGE_COLUMNS: dict[str, type] = {
 }
 
 
+# The `Usage` fields added by the sixth migration: charges outside the token buckets and the flags
+# naming what was surprising in the payload (JSON list of "code: detail" strings).
+USAGE_EXTRA_COLUMNS: dict[str, type] = {
+    "web_search_requests": int,
+    "web_fetch_requests": int,
+    "inference_geo": str,
+    "speed": str,
+    "service_tier": str,
+    "usage_flags": str,
+}
+
+
 class LedgerVersionError(RuntimeError):
     """The file was written by a newer hitrate (its schema version is ahead of this code)."""
 
@@ -131,12 +143,22 @@ def _v5_call_kind(db: Database) -> None:
     db["calls"].add_column("kind", str)
 
 
+def _v6_usage_charges_and_flags(db: Database) -> None:
+    # A call is never lost to its usage: a payload that contradicts itself is stored with its best
+    # reading and flags naming the contradiction. Server-tool requests (billed per request) and the
+    # geography / speed a provider says it applied change the price, so they are stored too.
+    # NULL for calls recorded earlier (no flags were known then).
+    for column, kind in USAGE_EXTRA_COLUMNS.items():
+        db["calls"].add_column(column, kind)
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     _v1_tables,
     _v2_eval_tags_and_indexes,
     _v3_call_sections,
     _v4_session_messages,
     _v5_call_kind,
+    _v6_usage_charges_and_flags,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -11,8 +11,21 @@ Field mapping:
 - `*_above_{N}k_tokens`: a long-context tier for prompts over N thousand tokens. A rate the file
   gives only at base level keeps its base value in the tier, as LiteLLM's own calculator does.
 - `prompt_cache_min_tokens`, `max_input_tokens`, `deprecation_date`.
-What the file lacks, the import cannot add: DeepSeek off-peak rates (the file has the peak
-rate only), Gemini storage rent, price history.
+- `off_peak_pricing` (litellm >= 1.110: DeepSeek): the off-peak rates replace the base rates they
+  name (a rate it leaves out keeps the base value, as LiteLLM's calculator does), and its
+  `windows` / `hours_utc` become our peak hours (their complement), when the off-peak time is the
+  same every weekday and weekends are either all off-peak or like weekdays. Other shapes keep the
+  base (peak) rates only, noted on the model.
+- Anthropic `provider_specific_entry`: `us` is the `inference_geo: "us"` multiplier, `fast` the
+  `speed: "fast"` multiplier.
+- Anthropic `search_context_cost_per_query`: the per-request web search fee (Anthropic has one
+  price whatever the context size; differing sizes are not mapped).
+- `*_batches`, `*_priority`, `*_flex` (long-context `*_above_{N}k_tokens_<tier>` included): the
+  rates of the "batch", "priority" and "flex" service tiers, chosen by the `service_tier` a usage
+  reports. A rate the file does not give for a service tier stays unknown there (no guessing from
+  the standard rate).
+Not mapped: `_ultrafast` and `_decisions` variants (no usage field names them) and audio / image
+rates. What the file lacks, the import cannot add: Gemini storage rent, price history.
 """
 
 from __future__ import annotations
@@ -24,7 +37,16 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from hitrate.store.prices import ModelPrice, PriceSchedule, PriceSnapshot, PriceTable, Tier
+from hitrate.store.prices import (
+    ModelPrice,
+    PeakHours,
+    PriceModifier,
+    PriceSchedule,
+    PriceSnapshot,
+    PriceTable,
+    RequestFee,
+    Tier,
+)
 
 DEFAULT_PROVIDERS: tuple[str, ...] = ("anthropic", "openai", "deepseek", "gemini")
 _CHAT_MODES = {"chat", "responses"}
@@ -117,9 +139,13 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
     for threshold, fields in sorted(_tier_fields(entry, field_names).items()):
         tiers.append(Tier(above_prompt_tokens=threshold, **{**base_fields, **fields}))
 
+    service_tiers = {
+        name: levels for suffix, name in _SERVICE_TIERS.items() if (levels := _service_tier_levels(entry, field_names, suffix))
+    }
     notes = []
-    if provider == "deepseek":
-        notes.append("LiteLLM lists DeepSeek at the peak rate only")
+    tiers, peak, peak_note = _off_peak(entry, tiers, field_names)
+    if peak_note:
+        notes.append(peak_note)
     if provider == "anthropic":
         write_ttls = ["5m", "1h"] if base_fields.get("write_1h") is not None else ["5m"]
     else:
@@ -144,9 +170,173 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
                 source=source,
                 note="imported from LiteLLM model_prices_and_context_window.json",
                 tiers=tiers,
+                peak=peak,
+                service_tiers=service_tiers,
+                service_tiers_source=f"{source} (*_batches / *_priority / *_flex)" if service_tiers else "",
+                **(_anthropic_extras(entry, as_of=as_of, source=source) if provider == "anthropic" else {}),
             )
         ],
     )
+
+
+_SERVICE_TIERS = {"batches": "batch", "priority": "priority", "flex": "flex"}
+"""LiteLLM's key suffix -> the service tier name a usage reports."""
+
+
+def _service_tier_levels(entry: Mapping[str, Any], field_names: Mapping[str, str], suffix: str) -> list[Tier]:
+    """The tiers of one service tier, or [] when the file lacks its input or output rate."""
+    base = {field: _per_mtok(entry.get(f"{key}_{suffix}")) for key, field in field_names.items()}
+    if base.get("input") is None or base.get("output") is None:
+        return []
+    levels = [Tier(above_prompt_tokens=0, **base)]
+    pattern = re.compile(rf"^(?P<field>.+)_above_(?P<k>\d+)k_tokens_{suffix}$")
+    by_threshold: dict[int, dict[str, float | None]] = {}
+    for key, value in entry.items():
+        match = pattern.match(key)
+        field = field_names.get(match.group("field")) if match else None
+        rate = _per_mtok(value)
+        if match and field is not None and rate is not None:
+            by_threshold.setdefault(int(match.group("k")) * 1000, {})[field] = rate
+    for threshold, fields in sorted(by_threshold.items()):
+        levels.append(Tier(above_prompt_tokens=threshold, **{**base, **fields}))
+    return levels
+
+
+def _anthropic_extras(entry: Mapping[str, Any], *, as_of: date, source: str) -> dict[str, Any]:
+    """Geography and speed multipliers (`provider_specific_entry`) and the web search fee."""
+    extras: dict[str, Any] = {}
+    specific = entry.get("provider_specific_entry")
+    if isinstance(specific, Mapping):
+        where = f"{source} provider_specific_entry"
+        for key, field in (("us", "inference_geo"), ("fast", "speed")):
+            value = specific.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                extras[field] = {key: PriceModifier(multiplier=float(value), source=where, as_of=as_of)}
+    search = entry.get("search_context_cost_per_query")
+    if isinstance(search, Mapping):
+        fees = {v for v in search.values() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if len(fees) == 1:
+            extras["server_tools"] = {
+                "web_search_requests": RequestFee(usd_per_request=float(fees.pop()), source=f"{source} search_context_cost_per_query", as_of=as_of)
+            }
+    return extras
+
+
+_DAY_MINUTES = 24 * 60
+_WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def _off_peak(
+    entry: Mapping[str, Any], tiers: list[Tier], field_names: Mapping[str, str]
+) -> tuple[list[Tier], PeakHours | None, str | None]:
+    """(the schedule's tiers, its peak hours, a note). With a mappable `off_peak_pricing`, the
+    schedule's tiers are the off-peak rates and the base rates become the peak tiers."""
+    block = entry.get("off_peak_pricing")
+    if block is None:
+        return tiers, None, None
+    if not isinstance(block, Mapping):
+        return tiers, None, "LiteLLM off_peak_pricing is not an object: base (peak) rates only"
+    overrides = {field: _per_mtok(block.get(key)) for key, field in field_names.items() if _per_mtok(block.get(key)) is not None}
+    hours = _peak_windows(block)
+    if hours is None or not overrides:
+        return tiers, None, "LiteLLM off_peak_pricing has windows this table cannot express: base (peak) rates only"
+    windows, weekdays_only = hours
+    off_peak = [t.model_copy(update=overrides) for t in tiers]
+    note = "off-peak rates from LiteLLM off_peak_pricing; peak = the base rates"
+    if not windows:
+        return off_peak, None, note + " (off-peak all week)"
+    return off_peak, PeakHours(windows_utc=windows, weekdays_only=weekdays_only, tiers=tiers), note
+
+
+def _peak_windows(block: Mapping[str, Any]) -> tuple[list[tuple[str, str]], bool] | None:
+    """Peak windows (the complement of the off-peak hours) and whether peak is weekdays only, or
+    None when the off-peak time differs between weekdays or cannot be read."""
+    days: list[set[int]] = [set() for _ in range(7)]
+    windows = block.get("windows")
+    if windows is None and "hours_utc" in block:
+        windows = [{"hours_utc": block["hours_utc"]}]
+    if not isinstance(windows, list) or not windows:
+        return None
+    for window in windows:
+        if not isinstance(window, Mapping):
+            return None
+        minutes = _minutes(window.get("hours_utc"))
+        weekdays = _weekdays(window.get("weekdays", list(range(1, 8))))
+        if minutes is None or weekdays is None:
+            return None
+        for day in weekdays:
+            days[day] |= minutes
+    weekday_sets = {frozenset(d) for d in days[:5]}
+    if len(weekday_sets) != 1:
+        return None
+    weekday = days[0]
+    whole_day = set(range(_DAY_MINUTES))
+    if all(days[d] == whole_day for d in (5, 6)):
+        weekdays_only = True
+    elif all(days[d] == weekday for d in (5, 6)):
+        weekdays_only = False
+    else:
+        return None
+    peak = sorted(whole_day - weekday)
+    ranges: list[tuple[str, str]] = []
+    for minute in peak:
+        if ranges and _to_minutes(ranges[-1][1]) == minute:
+            ranges[-1] = (ranges[-1][0], _hhmm(minute + 1))
+        else:
+            ranges.append((_hhmm(minute), _hhmm(minute + 1)))
+    return ranges, weekdays_only
+
+
+def _minutes(hours: Any) -> set[int] | None:
+    """Minutes of the day covered by "HH:MM-HH:MM" ranges ("00:00-00:00" is the whole day; a range
+    ending earlier than it starts runs past midnight)."""
+    items = [hours] if isinstance(hours, str) else hours
+    if not isinstance(items, list) or not items:
+        return None
+    covered: set[int] = set()
+    for item in items:
+        if not isinstance(item, str) or item.count("-") != 1:
+            return None
+        start_text, end_text = item.split("-")
+        start, end = _to_minutes(start_text), _to_minutes(end_text)
+        if start is None or end is None:
+            return None
+        if end == 0:
+            end = _DAY_MINUTES
+        if start < end:
+            covered.update(range(start, end))
+        else:
+            covered.update(range(start, _DAY_MINUTES))
+            covered.update(range(0, end))
+    return covered
+
+
+def _weekdays(values: Any) -> list[int] | None:
+    """ISO weekdays (1 = Monday, as LiteLLM numbers them, or names) as 0-based indexes."""
+    if not isinstance(values, list) or not values:
+        return None
+    out = []
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 7:
+            out.append(value - 1)
+        elif isinstance(value, str) and value[:3].lower() in _WEEKDAY_NAMES:
+            out.append(_WEEKDAY_NAMES.index(value[:3].lower()))
+        else:
+            return None
+    return out
+
+
+def _to_minutes(text: str) -> int | None:
+    try:
+        hours, minutes = text.strip().split(":")
+        value = int(hours) * 60 + int(minutes)
+    except ValueError:
+        return None
+    return value if 0 <= value <= _DAY_MINUTES else None
+
+
+def _hhmm(minute: int) -> str:
+    return f"{minute // 60:02d}:{minute % 60:02d}"
 
 
 def _field_names(provider: str, writes_billed: bool) -> dict[str, str]:

@@ -3,24 +3,28 @@
 Containment differs by API and is the source of most accounting bugs:
 
 - Anthropic Messages: `input_tokens` EXCLUDES cache reads and writes; the prompt is
-  `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`.
+  `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`
+  (`hitrate.store.normalize_anthropic`).
 - OpenAI Chat / Responses, Gemini, vLLM, SGLang, llama.cpp: the prompt count INCLUDES cached
   tokens (and, on OpenAI GPT-5.6+, written tokens), so fresh input is a subtraction.
 - DeepSeek: `prompt_cache_hit_tokens + prompt_cache_miss_tokens == prompt_tokens`.
 
 Payloads may be plain dicts (parsed JSON) or SDK objects with `model_dump()`. A field that is
 absent or null stays `None` in the result unless the wire format itself defines absence as zero
-(noted where that applies). Contradictory payloads raise `UsageFormatError`.
+(noted where that applies). No payload makes these functions raise: the provider billed the call
+whatever its usage says, so a contradiction is read as well as it can be and named in
+`Usage.flags` (codes in `hitrate.store.usage_reader`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
-from hitrate.store.usage import WRITE_BUCKETS, Usage, UsageFormatError
+from hitrate.store.normalize_anthropic import anthropic_stream_usage, from_anthropic, merge_anthropic_stream
+from hitrate.store.usage import WRITE_BUCKETS, Usage
+from hitrate.store.usage_reader import UNREADABLE_KEY, UsageReader
 
 OpenAIWriteTTL = Literal["30m", "12h"]
 
@@ -29,6 +33,8 @@ OpenAIWriteTTL = Literal["30m", "12h"]
 _FREE_WRITES: dict[str, int] = dict.fromkeys(WRITE_BUCKETS, 0)
 
 __all__ = [
+    "as_raw_usage",
+    "anthropic_stream_usage",
     "from_anthropic",
     "merge_anthropic_stream",
     "from_openai_chat",
@@ -40,98 +46,31 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------
-# Anthropic Messages
-# --------------------------------------------------------------------------------------------
-
-
-def from_anthropic(usage: Mapping[str, Any] | Any) -> Usage:
-    """Anthropic Messages `usage` (non-streaming, or merged from a stream).
-
-    `input_tokens` counts only the tokens after the last cache breakpoint, so it maps to
-    `fresh_input` as is. `cache_creation_input_tokens` must NEVER be added to it (LiteLLM once
-    did, BerriAI/litellm#9812, billing writes twice).
-    """
-    u = _mapping(usage, "Anthropic usage")
-    fresh = _count(u, "input_tokens")
-    read = _count(u, "cache_read_input_tokens")
-    created = _count(u, "cache_creation_input_tokens")
-
-    split = u.get("cache_creation")
-    w5: int | None
-    w1h: int | None
-    if isinstance(split, Mapping) and any(split.get(k) is not None for k in _ANTHROPIC_TTL_KEYS):
-        where = "Anthropic cache_creation"
-        w5, w1h = _complete_pair(
-            where,
-            ("cache_creation_input_tokens", created),
-            ("5m", "ephemeral_5m_input_tokens", _count(split, "ephemeral_5m_input_tokens", where)),
-            ("1h", "ephemeral_1h_input_tokens", _count(split, "ephemeral_1h_input_tokens", where)),
-        )
-    elif created is not None:
-        # No TTL split (older API versions, Anthropic-compatible servers): everything written is
-        # 5m, the default and, before 1h existed, the only TTL.
-        w5, w1h = created, 0
-    else:
-        w5 = w1h = None
-
-    writes_known = w5 is not None or w1h is not None
-    return _build(
-        "Anthropic",
-        fresh_input=fresh,
-        cache_write_5m=w5,
-        # Anthropic has no 30-minute or 12-hour class: zero whenever writes are reported at all.
-        cache_write_30m=0 if writes_known else None,
-        cache_write_1h=w1h,
-        cache_write_12h=0 if writes_known else None,
-        cache_read=read,
-        output=_count(u, "output_tokens"),
-        # Thinking is billed inside output_tokens; newer API versions also report how much of it
-        # was thinking in output_tokens_details (a breakdown, not an addition).
-        reasoning=_count(_sub(u, "output_tokens_details"), "thinking_tokens", "Anthropic output_tokens_details"),
-    )
-
-
-_ANTHROPIC_TTL_KEYS = ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
-
-
-def merge_anthropic_stream(
-    message_start_usage: Mapping[str, Any] | Any, message_delta_usage: Mapping[str, Any] | Any
-) -> dict[str, Any]:
-    """Combine the `usage` of a stream's `message_start` and final `message_delta` events.
-
-    The official SDK's rule is the base: every non-null field of `message_delta` overrides
-    `message_start` (nested `cache_creation` field by field), because the delta carries the final,
-    cumulative counts. Two real servers disagree in opposite directions, so the prompt counts
-    (input, cache write, cache read) are taken from the delta as a group, and only when the group
-    says something:
-    - the bundled engine (and other servers that learn their cache split only when generation
-      ends) send the whole prompt as `input_tokens` in `message_start` and the exact split in the
-      delta: the delta must win, or cached tokens would be counted as fresh input;
-    - some proxies send `0` placeholders for the prompt counts in the delta: a delta whose prompt
-      counts are all zero or absent says nothing, and the start's counts stand.
-    """
-    start = _mapping(message_start_usage, "Anthropic message_start usage")
-    delta = _mapping(message_delta_usage, "Anthropic message_delta usage")
-    delta_prompt_total = sum(
-        value for key, value in delta.items() if key in _ANTHROPIC_PROMPT_COUNTS and _is_number(value)
-    )
-    merged: dict[str, Any] = dict(start)
-    for key, value in delta.items():
-        if value is None:
-            continue
-        if (key in _ANTHROPIC_PROMPT_COUNTS or key == "cache_creation") and delta_prompt_total == 0:
-            continue  # a placeholder prompt split: keep message_start's
-        if isinstance(value, Mapping):
-            inner = dict(merged[key]) if isinstance(merged.get(key), Mapping) else {}
-            inner.update({k: v for k, v in value.items() if v is not None})
-            merged[key] = inner
+def as_raw_usage(payload: Any) -> dict[str, Any]:
+    """A usage payload as the JSON object a ledger row stores, whatever arrived: a dict as is, an
+    SDK object as its JSON dump (extra fields kept), nothing as {}, and anything else (a list, a
+    string, an object that cannot be dumped) under "unreadable_usage", so the raw payload is never
+    dropped and never makes the call fail; the normalizers flag such a payload."""
+    if payload is None:
+        return {}
+    if isinstance(payload, Mapping):
+        return dict(payload)
+    try:
+        if hasattr(payload, "to_dict"):
+            dumped = payload.to_dict(mode="json")
+        elif hasattr(payload, "model_dump"):
+            dumped = payload.model_dump(mode="json")
         else:
-            merged[key] = value
-    return merged
-
-
-_ANTHROPIC_PROMPT_COUNTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            dumped = payload
+    except Exception:  # a half-built SDK object must not cost the call its row
+        return {UNREADABLE_KEY: repr(payload)}
+    if isinstance(dumped, Mapping):
+        return dict(dumped)
+    try:
+        json.dumps(dumped)
+        return {UNREADABLE_KEY: dumped}
+    except (TypeError, ValueError):
+        return {UNREADABLE_KEY: repr(dumped)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,18 +87,26 @@ def from_openai_chat(usage: Mapping[str, Any] | Any, *, writes_billed: bool, wri
     subset of `prompt_tokens` (`writes_billed=True`). Pass the model's flag from the price table
     (`PriceTable.writes_billed(model)`). Chat usage does not split writes by TTL, so they are
     booked under `write_ttl`, the retention the request asked for (`prompt_cache_options.ttl`).
+
+    An absent `cached_tokens` stays unknown: OpenAI's prompt-caching guide says every request shows
+    the field, zero when nothing was cached (even below the 1,024-token minimum), so a usage block
+    without it comes from a server that does not follow that contract, and 0 would be a guess.
     """
-    u = _mapping(usage, "OpenAI chat usage")
-    details = _sub(u, "prompt_tokens_details")
-    out_details = _sub(u, "completion_tokens_details")
+    _check_ttl(write_ttl)
+    r = UsageReader("OpenAI chat")
+    u = r.mapping(usage, "usage")
+    if u is None:
+        return r.build()
+    details = r.sub(u, "prompt_tokens_details")
     return _openai_split(
-        "OpenAI chat",
-        prompt=_count(u, "prompt_tokens"),
-        cached=_count(details, "cached_tokens"),
-        written=_count(details, "cache_write_tokens"),
+        r,
+        prompt=r.count(u, "prompt_tokens"),
+        cached=r.count(details, "cached_tokens", "usage.prompt_tokens_details"),
+        written=r.count(details, "cache_write_tokens", "usage.prompt_tokens_details"),
         write_split={},
-        output=_count(u, "completion_tokens"),
-        reasoning=_count(out_details, "reasoning_tokens"),
+        output=r.count(u, "completion_tokens"),
+        reasoning=r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details"),
+        total=r.count(u, "total_tokens"),
         writes_billed=writes_billed,
         write_ttl=write_ttl,
     )
@@ -173,24 +120,34 @@ def from_openai_responses(
     `output_tokens_details.reasoning_tokens`. Responses also splits writes by retention in
     `input_tokens_details.cache_write_tokens_details.{ttl_30m_tokens,ttl_12h_tokens}`; without
     that split the writes are booked under `write_ttl`."""
-    u = _mapping(usage, "OpenAI responses usage")
-    details = _sub(u, "input_tokens_details")
-    out_details = _sub(u, "output_tokens_details")
+    _check_ttl(write_ttl)
+    r = UsageReader("OpenAI responses")
+    u = r.mapping(usage, "usage")
+    if u is None:
+        return r.build()
+    details = r.sub(u, "input_tokens_details")
     return _openai_split(
-        "OpenAI responses",
-        prompt=_count(u, "input_tokens"),
-        cached=_count(details, "cached_tokens"),
-        written=_count(details, "cache_write_tokens"),
-        write_split=_sub(details, "cache_write_tokens_details"),
-        output=_count(u, "output_tokens"),
-        reasoning=_count(out_details, "reasoning_tokens"),
+        r,
+        prompt=r.count(u, "input_tokens"),
+        cached=r.count(details, "cached_tokens", "usage.input_tokens_details"),
+        written=r.count(details, "cache_write_tokens", "usage.input_tokens_details"),
+        write_split=r.sub(details, "cache_write_tokens_details"),
+        output=r.count(u, "output_tokens"),
+        reasoning=r.count(r.sub(u, "output_tokens_details"), "reasoning_tokens", "usage.output_tokens_details"),
+        total=r.count(u, "total_tokens"),
         writes_billed=writes_billed,
         write_ttl=write_ttl,
     )
 
 
+def _check_ttl(write_ttl: str) -> None:
+    # A caller's mistake, not a payload surprise: this one raises.
+    if write_ttl not in ("30m", "12h"):
+        raise ValueError(f"write_ttl must be '30m' or '12h', not {write_ttl!r}")
+
+
 def _openai_split(
-    api: str,
+    r: UsageReader,
     *,
     prompt: int | None,
     cached: int | None,
@@ -198,63 +155,74 @@ def _openai_split(
     write_split: Mapping[str, Any],
     output: int | None,
     reasoning: int | None,
+    total: int | None,
     writes_billed: bool,
     write_ttl: OpenAIWriteTTL,
 ) -> Usage:
-    if prompt is not None and cached is not None and cached > prompt:
-        raise UsageFormatError(f"{api}: cached_tokens={cached} exceeds the prompt count {prompt}")
-    if write_ttl not in ("30m", "12h"):
-        raise ValueError(f"write_ttl must be '30m' or '12h', not {write_ttl!r}")
     if writes_billed:
-        w30, w12 = _openai_write_classes(api, written, write_split, write_ttl)
-        if written is None and w30 is not None and w12 is not None:
-            written = w30 + w12
-        # GPT-5.6+: fresh = prompt - cached - written. Billing prompt_tokens at the input rate
-        # plus cache_write_tokens at the write rate would count the writes twice.
-        if prompt is not None and cached is not None and written is not None:
-            fresh: int | None = prompt - cached - written
-            if fresh < 0:
-                raise UsageFormatError(
-                    f"{api}: cached_tokens={cached} + cache_write_tokens={written} exceed the prompt count {prompt}"
-                )
-        else:
-            fresh = None
+        w30, w12 = _openai_write_classes(r, written, write_split, write_ttl)
+        written = None if w30 is None or w12 is None else w30 + w12
     else:
         # Up to GPT-5.5 a write costs nothing extra: the written tokens are billed as plain input
-        # inside prompt_tokens. A positive write count here means the model's flag is wrong.
+        # inside prompt_tokens. A positive write count here means the model's flag is wrong; the
+        # price table decides the bill, the payload is kept raw and the row flagged.
         if written:
-            raise UsageFormatError(
-                f"{api}: payload reports cache_write_tokens={written} but writes_billed=False; "
-                "the model's price entry says writes are free (check the model name / price table)"
+            r.flag(
+                "unexpected_cache_write_tokens",
+                f"cache_write_tokens={written} on a model whose writes the price table says are free; "
+                "billed as fresh input (check the model name / price table)",
             )
-        w30 = w12 = 0
-        fresh = prompt - cached if prompt is not None and cached is not None else None
-    return _build(
-        api,
+        w30 = w12 = written = 0
+    # GPT-5.6+: fresh = prompt - cached - written. Billing prompt_tokens at the input rate plus
+    # cache_write_tokens at the write rate would count the writes twice.
+    fresh, read, prompt_total = r.inclusive_split(prompt, cached, "prompt", "cached_tokens")
+    if fresh is not None and prompt_total is not None:
+        if written is None:
+            fresh = None
+        elif written > fresh:
+            room = fresh
+            r.flag(
+                "cache_write_exceeds_uncached",
+                f"cached_tokens={cached} + cache_write_tokens={written} > prompt={prompt}; writes capped at "
+                f"the {room} uncached tokens, fresh = 0",
+            )
+            assert w30 is not None and w12 is not None
+            w12 = min(w12, room)
+            w30 = room - w12
+            fresh = 0
+        else:
+            fresh -= written
+    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    return r.build(
         fresh_input=fresh,
         cache_write_5m=0,
         cache_write_30m=w30,
         cache_write_1h=0,
         cache_write_12h=w12,
-        cache_read=cached,
-        output=output,
+        cache_read=read,
+        output=r.output_with_reasoning(output, reasoning, implied),
         reasoning=reasoning,
-        prompt_total=prompt,
+        prompt_total=prompt_total,
     )
 
 
 def _openai_write_classes(
-    api: str, written: int | None, split: Mapping[str, Any], write_ttl: OpenAIWriteTTL
+    r: UsageReader, written: int | None, split: Mapping[str, Any], write_ttl: OpenAIWriteTTL
 ) -> tuple[int | None, int | None]:
     """(30m, 12h) write counts from the retention split, else all under the requested TTL."""
-    where = f"{api} cache_write_tokens_details"
-    w30 = _count(split, "ttl_30m_tokens", where)
-    w12 = _count(split, "ttl_12h_tokens", where)
+    where = "usage.input_tokens_details.cache_write_tokens_details"
+    w30 = r.count(split, "ttl_30m_tokens", where)
+    w12 = r.count(split, "ttl_12h_tokens", where)
     if w30 is None and w12 is None:
         if written is None:
             return None, None
         return (written, 0) if write_ttl == "30m" else (0, written)
-    return _complete_pair(api, ("cache_write_tokens", written), ("30m", "ttl_30m_tokens", w30), ("12h", "ttl_12h_tokens", w12))
+    if written is None:
+        return (w30 or 0), (w12 or 0)
+    if write_ttl == "30m":
+        return r.complete_pair(("cache_write_tokens", written), ("30m", "ttl_30m_tokens", w30), ("12h", "ttl_12h_tokens", w12))
+    w12, w30 = r.complete_pair(("cache_write_tokens", written), ("12h", "ttl_12h_tokens", w12), ("30m", "ttl_30m_tokens", w30))
+    return w30, w12
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,34 +235,47 @@ def from_deepseek(usage: Mapping[str, Any] | Any) -> Usage:
 
     The cache fills itself for free, so no token is ever billed as a write. When the hit/miss
     pair is absent, the OpenAI-style `prompt_tokens_details.cached_tokens` (which DeepSeek also
-    sends) is used instead.
+    sends) is used instead. The hit/miss pair is what DeepSeek bills, so when it disagrees with
+    `prompt_tokens` the pair is kept (flagged).
     """
-    u = _mapping(usage, "DeepSeek usage")
-    prompt = _count(u, "prompt_tokens")
-    hit = _count(u, "prompt_cache_hit_tokens")
-    miss = _count(u, "prompt_cache_miss_tokens")
+    r = UsageReader("DeepSeek")
+    u = r.mapping(usage, "usage")
+    if u is None:
+        return r.build()
+    prompt = r.count(u, "prompt_tokens")
+    hit = r.count(u, "prompt_cache_hit_tokens")
+    miss = r.count(u, "prompt_cache_miss_tokens")
+    prompt_total = prompt
     if hit is None and miss is None:
-        cached = _count(_sub(u, "prompt_tokens_details"), "cached_tokens")
+        cached = r.count(r.sub(u, "prompt_tokens_details"), "cached_tokens", "usage.prompt_tokens_details")
         if cached is not None and prompt is not None:
-            if cached > prompt:
-                raise UsageFormatError(f"DeepSeek: cached_tokens={cached} exceeds prompt_tokens={prompt}")
-            hit, miss = cached, prompt - cached
-    if hit is not None and miss is None and prompt is not None:
-        miss = _non_negative(prompt - hit, "DeepSeek prompt_tokens - prompt_cache_hit_tokens")
-    if miss is not None and hit is None and prompt is not None:
-        hit = _non_negative(prompt - miss, "DeepSeek prompt_tokens - prompt_cache_miss_tokens")
-    if hit is not None and miss is not None and prompt is not None and hit + miss != prompt:
-        raise UsageFormatError(
-            f"DeepSeek: prompt_cache_hit_tokens={hit} + prompt_cache_miss_tokens={miss} != prompt_tokens={prompt}"
+            miss, hit, prompt_total = r.inclusive_split(prompt, cached, "prompt_tokens", "cached_tokens")
+    elif hit is not None and miss is None and prompt is not None:
+        miss, hit, prompt_total = r.inclusive_split(prompt, hit, "prompt_tokens", "prompt_cache_hit_tokens")
+    elif miss is not None and hit is None and prompt is not None:
+        if miss <= prompt:
+            hit = prompt - miss
+        else:
+            r.flag("cached_exceeds_prompt", f"prompt_cache_miss_tokens={miss} > prompt_tokens={prompt}; hits read as unknown")
+            prompt_total = None
+    elif hit is not None and miss is not None and prompt is not None and hit + miss != prompt:
+        r.flag(
+            "prompt_split_mismatch",
+            f"prompt_cache_hit_tokens={hit} + prompt_cache_miss_tokens={miss} != prompt_tokens={prompt}; "
+            "the hit/miss split is billed as reported",
         )
-    return _build(
-        "DeepSeek",
+        prompt_total = None
+    output = r.count(u, "completion_tokens")
+    reasoning = r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details")
+    total = r.count(u, "total_tokens")
+    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    return r.build(
         fresh_input=miss,
         **_FREE_WRITES,
         cache_read=hit,
-        output=_count(u, "completion_tokens"),
-        reasoning=_count(_sub(u, "completion_tokens_details"), "reasoning_tokens"),
-        prompt_total=prompt,
+        output=r.output_with_reasoning(output, reasoning, implied),
+        reasoning=reasoning,
+        prompt_total=prompt_total,
     )
 
 
@@ -316,22 +297,23 @@ def from_gemini(usage_metadata: Mapping[str, Any] | Any) -> Usage:
     explicit CachedContent is billed when it is created and rents storage by the hour, neither of
     which belongs to this request.
     """
-    u = _mapping(usage_metadata, "Gemini usageMetadata")
-    prompt = _count_alias(u, "promptTokenCount", "prompt_token_count")
-    cached = _count_alias(u, "cachedContentTokenCount", "cached_content_token_count") or 0
-    candidates = _count_alias(u, "candidatesTokenCount", "candidates_token_count") or 0
-    thoughts = _count_alias(u, "thoughtsTokenCount", "thoughts_token_count") or 0
-    tool_use = _count_alias(u, "toolUsePromptTokenCount", "tool_use_prompt_token_count") or 0
-    if prompt is not None and cached > prompt:
-        raise UsageFormatError(f"Gemini: cachedContentTokenCount={cached} exceeds promptTokenCount={prompt}")
-    return _build(
-        "Gemini",
-        fresh_input=None if prompt is None else prompt - cached + tool_use,
+    r = UsageReader("Gemini")
+    u = r.mapping(usage_metadata, "usageMetadata")
+    if u is None:
+        return r.build()
+    prompt = r.count_alias(u, "promptTokenCount", "prompt_token_count")
+    cached = r.count_alias(u, "cachedContentTokenCount", "cached_content_token_count") or 0
+    candidates = r.count_alias(u, "candidatesTokenCount", "candidates_token_count") or 0
+    thoughts = r.count_alias(u, "thoughtsTokenCount", "thoughts_token_count") or 0
+    tool_use = r.count_alias(u, "toolUsePromptTokenCount", "tool_use_prompt_token_count") or 0
+    fresh, read, prompt_total = r.inclusive_split(prompt, cached, "promptTokenCount", "cachedContentTokenCount")
+    return r.build(
+        fresh_input=None if fresh is None else fresh + tool_use,
         **_FREE_WRITES,
-        cache_read=None if prompt is None else cached,
+        cache_read=None if prompt is None else read,
         output=candidates + thoughts,
         reasoning=thoughts,
-        prompt_total=None if prompt is None else prompt + tool_use,
+        prompt_total=None if prompt_total is None else prompt_total + tool_use,
     )
 
 
@@ -341,19 +323,27 @@ def from_gemini_openai(usage: Mapping[str, Any] | Any, *, absent_cached_means_ze
     Two quirks: `prompt_tokens_details` is left out when nothing was read from the cache
     (implicit caching is always on and the field appears on hits), so absent means 0 here; and
     thinking tokens have been seen counted in `total_tokens` and `reasoning_tokens` but not in
-    `completion_tokens`. Thinking is billed as output, so output is the larger of
-    `completion_tokens` and `total_tokens - prompt_tokens`. Pass
-    `absent_cached_means_zero=False` to keep a missing cached count unknown instead.
+    `completion_tokens` (e.g. completion 0, reasoning 60, prompt 21, total 81). Thinking is billed
+    as output, so output is the larger of `completion_tokens` and `total_tokens - prompt_tokens`;
+    this repair comes before any consistency check, since it is the documented shape, not a
+    contradiction. Pass `absent_cached_means_zero=False` to keep a missing cached count unknown.
     """
-    u = _mapping(usage, "Gemini OpenAI-compatible usage")
-    base = from_openai_compatible(u, absent_cached_means_zero=absent_cached_means_zero)
-    total = _count(u, "total_tokens")
-    output = base.output
-    if total is not None and base.prompt_total is not None:
-        implied = total - base.prompt_total
-        if output is None or implied > output:
-            output = implied
-    return _build("Gemini OpenAI-compatible", **{**base.buckets(), "output": output, "prompt_total": base.prompt_total})
+    r = UsageReader("Gemini OpenAI-compatible")
+    u = r.mapping(usage, "usage")
+    if u is None:
+        return r.build()
+    prompt = r.count(u, "prompt_tokens")
+    output = r.count(u, "completion_tokens")
+    total = r.count(u, "total_tokens")
+    implied: int | None = None
+    if total is not None and prompt is not None:
+        if total >= prompt:
+            implied = total - prompt
+            if output is None or implied > output:
+                output = implied
+        else:
+            r.flag("total_below_prompt", f"total_tokens={total} < prompt_tokens={prompt}; total ignored")
+    return _compatible_usage(r, u, prompt, output, implied, absent_cached_means_zero, timings=None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -380,99 +370,39 @@ def from_openai_compatible(
     some llama.cpp builds emit is prompt - cached, i.e. our fresh input, and subtracting it
     again would count those tokens twice, so it is ignored.
     """
-    u = _mapping(usage, "OpenAI-compatible usage")
-    prompt = _count(u, "prompt_tokens")
-    cached = _count(_sub(u, "prompt_tokens_details"), "cached_tokens")
+    r = UsageReader("OpenAI-compatible")
+    u = r.mapping(usage, "usage")
+    if u is None:
+        return r.build()
+    prompt = r.count(u, "prompt_tokens")
+    total = r.count(u, "total_tokens")
+    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    return _compatible_usage(r, u, prompt, r.count(u, "completion_tokens"), implied, absent_cached_means_zero, timings)
+
+
+def _compatible_usage(
+    r: UsageReader,
+    u: Mapping[str, Any],
+    prompt: int | None,
+    output: int | None,
+    implied: int | None,
+    absent_cached_means_zero: bool,
+    timings: Mapping[str, Any] | None,
+) -> Usage:
+    cached = r.count(r.sub(u, "prompt_tokens_details"), "cached_tokens", "usage.prompt_tokens_details")
     if cached is None and timings is not None:
-        cached = _count(_mapping(timings, "llama.cpp timings"), "cache_n")
+        timing_block = r.mapping(timings, "llama.cpp timings")
+        if timing_block is not None:
+            cached = r.count(timing_block, "cache_n", "timings")
     if cached is None and absent_cached_means_zero:
         cached = 0
-    if prompt is not None and cached is not None and cached > prompt:
-        raise UsageFormatError(f"OpenAI-compatible: cached_tokens={cached} exceeds prompt_tokens={prompt}")
-    return _build(
-        "OpenAI-compatible",
-        fresh_input=prompt - cached if prompt is not None and cached is not None else None,
+    fresh, read, prompt_total = r.inclusive_split(prompt, cached, "prompt_tokens", "cached_tokens")
+    reasoning = r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details")
+    return r.build(
+        fresh_input=fresh,
         **_FREE_WRITES,
-        cache_read=cached,
-        output=_count(u, "completion_tokens"),
-        reasoning=_count(_sub(u, "completion_tokens_details"), "reasoning_tokens"),
-        prompt_total=prompt,
+        cache_read=read,
+        output=r.output_with_reasoning(output, reasoning, implied),
+        reasoning=reasoning,
+        prompt_total=prompt_total,
     )
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------------------------
-
-
-def _mapping(payload: Any, what: str) -> Mapping[str, Any]:
-    if payload is not None and not isinstance(payload, Mapping) and hasattr(payload, "model_dump"):
-        payload = payload.model_dump()
-    if not isinstance(payload, Mapping):
-        raise UsageFormatError(f"{what}: expected a JSON object, got {type(payload).__name__}")
-    return payload
-
-
-def _sub(u: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = u.get(key)
-    if value is None:
-        return {}
-    return _mapping(value, key)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _count(u: Mapping[str, Any], key: str, where: str = "usage") -> int | None:
-    value = u.get(key)
-    if value is None:
-        return None
-    if not _is_number(value):
-        raise UsageFormatError(f"{where}.{key} must be a token count, got {value!r}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise UsageFormatError(f"{where}.{key} must be a whole number, got {value!r}")
-        value = int(value)
-    if value < 0:
-        raise UsageFormatError(f"{where}.{key} must not be negative, got {value}")
-    return int(value)
-
-
-def _count_alias(u: Mapping[str, Any], camel: str, snake: str) -> int | None:
-    value = _count(u, camel)
-    return value if value is not None else _count(u, snake)
-
-
-def _non_negative(value: int, what: str) -> int:
-    if value < 0:
-        raise UsageFormatError(f"{what} is negative ({value})")
-    return value
-
-
-def _complete_pair(
-    where: str,
-    total: tuple[str, int | None],
-    first: tuple[str, str, int | None],
-    second: tuple[str, str, int | None],
-) -> tuple[int | None, int | None]:
-    """The two TTL parts of a write total, each given as (TTL, field name, count). A payload may name
-    only one part: the other is whatever the total leaves over. Two given parts must add up to it."""
-    total_name, whole = total
-    (ttl_a, name_a, a), (ttl_b, name_b, b) = first, second
-    if whole is None:
-        return a, b
-    if a is None and b is not None:
-        a = _non_negative(whole - b, f"{where}: {total_name} - {name_b}")
-    elif b is None and a is not None:
-        b = _non_negative(whole - a, f"{where}: {total_name} - {name_a}")
-    elif a is not None and b is not None and a + b != whole:
-        raise UsageFormatError(f"{where}: split ({a} {ttl_a} + {b} {ttl_b}) does not add up to {total_name}={whole}")
-    return a, b
-
-
-def _build(api: str, **fields: int | None) -> Usage:
-    try:
-        return Usage(**fields)
-    except ValidationError as exc:
-        raise UsageFormatError(f"{api}: {exc.errors()[0]['msg']}") from exc

@@ -90,7 +90,7 @@ class PeakHours(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     windows_utc: list[tuple[str, str]]
-    """Half-open [start, end) windows as "HH:MM" in UTC."""
+    """Half-open [start, end) windows as "HH:MM" in UTC ("24:00" ends one at midnight)."""
     weekdays_only: bool = True
     """Peak applies Monday to Friday only."""
     excluded_dates: list[date] = []
@@ -116,6 +116,47 @@ class PeakHours(BaseModel):
         return any(_parse_hhmm(s) <= now < _parse_hhmm(e) for s, e in self.windows_utc)
 
 
+class PriceModifier(BaseModel):
+    """A multiplier on every token rate of a request (input, writes, reads, output), applied when the
+    provider's usage says the request ran that way (Anthropic `usage.inference_geo: "us"`,
+    `usage.speed: "fast"`). It stacks with the tier rates and the cache multipliers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    multiplier: float = Field(gt=0)
+    source: str
+    """URL of the page that states it."""
+    as_of: date
+    """When it was seen at the source."""
+    confirmed: bool = True
+    """False when the only source is third-party."""
+    note: str = ""
+
+
+class RequestFee(BaseModel):
+    """A fee per server-side tool request, billed on top of the tokens (Anthropic web search)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    usd_per_request: float = Field(ge=0)
+    source: str
+    as_of: date
+    note: str = ""
+
+
+#: Service-tier names that mean the plain list prices (Anthropic "standard", OpenAI "default" / "auto").
+STANDARD_SERVICE_TIERS: tuple[str, ...] = ("standard", "default", "auto")
+
+
+def _ordered_tiers(tiers: list[Tier]) -> list[Tier]:
+    if not tiers:
+        raise ValueError("a schedule needs at least one tier")
+    bounds = [t.above_prompt_tokens for t in tiers]
+    if bounds[0] != 0 or bounds != sorted(set(bounds)):
+        raise ValueError(f"tiers must start at 0 and increase strictly, got {bounds}")
+    return tiers
+
+
 class PriceSchedule(BaseModel):
     """The prices of one model over a span of dates, with where and when they were seen."""
 
@@ -134,15 +175,32 @@ class PriceSchedule(BaseModel):
     note: str = ""
     tiers: list[Tier]
     peak: PeakHours | None = None
+    inference_geo: dict[str, PriceModifier] = {}
+    """Rate multipliers by the geography the usage reports (the default geography, e.g. "global",
+    is the plain rates and is not listed). A reported geography that is not listed leaves the call
+    unpriced rather than guessed."""
+    speed: dict[str, PriceModifier] = {}
+    """Rate multipliers by the speed the usage reports ("standard" is the plain rates)."""
+    server_tools: dict[str, RequestFee] = {}
+    """Fees per server-tool request, keyed by the `Usage` count they bill (`web_search_requests`)."""
+    service_tiers: dict[str, list[Tier]] = {}
+    """Rates by the service tier the usage reports ("batch", "priority", "flex"); the schedule's
+    own tiers are the standard tier. A reported tier that is not listed leaves the call unpriced."""
+    service_tiers_source: str = ""
+    """Where the service-tier rates come from (they may be dated apart from the list prices)."""
 
     @field_validator("tiers")
     @classmethod
     def _tiers_ordered(cls, tiers: list[Tier]) -> list[Tier]:
-        if not tiers:
-            raise ValueError("a schedule needs at least one tier")
-        bounds = [t.above_prompt_tokens for t in tiers]
-        if bounds[0] != 0 or bounds != sorted(set(bounds)):
-            raise ValueError(f"tiers must start at 0 and increase strictly, got {bounds}")
+        return _ordered_tiers(tiers)
+
+    @field_validator("service_tiers")
+    @classmethod
+    def _service_tiers_ordered(cls, tiers: dict[str, list[Tier]]) -> dict[str, list[Tier]]:
+        for name, levels in tiers.items():
+            if name in STANDARD_SERVICE_TIERS:
+                raise ValueError(f"service tier {name!r} is the schedule's own rates; do not list it")
+            _ordered_tiers(levels)
         return tiers
 
     def covers(self, day: date) -> bool:
@@ -171,6 +229,9 @@ class ModelPrice(BaseModel):
     min_cacheable_note: str = ""
     hit_granularity_tokens: int | None = None
     """Cached prefixes are rounded down to a multiple of this (OpenAI in-memory caching: 128)."""
+    cache_retention: Literal["in_memory", "24h"] | None = None
+    """OpenAI: the only `prompt_cache_retention` the model accepts, where it accepts just one (gpt-5.5:
+    24h, extended retention); None where the in-memory default applies."""
     storage_per_mtok_hour: float | None = None
     """Hourly rent of an explicit cache object (Gemini CachedContent), USD per 1M tokens."""
     max_input_tokens: int | None = None
@@ -303,9 +364,12 @@ class PriceTable:
 
     # ---- rates -----------------------------------------------------------------------------
 
-    def rates_for(self, name: str, at: datetime, prompt_tokens: int | None) -> RateSelection:
+    def rates_for(
+        self, name: str, at: datetime, prompt_tokens: int | None, service_tier: str | None = None
+    ) -> RateSelection:
         """The rates for one request of `name` started at `at` (timezone-aware) with a prompt of
-        `prompt_tokens`. Raises `UnknownModelError` or `PriceError` when no price applies."""
+        `prompt_tokens`, billed in `service_tier` (None or a standard name: the list prices).
+        Raises `UnknownModelError` or `PriceError` when no price applies."""
         entry = self.lookup(name)
         at_utc = _require_aware(at)
         schedule = entry.schedule_at(at_utc.date())
@@ -313,6 +377,12 @@ class PriceTable:
             raise PriceError(f"{entry.model} has no price in effect on {at_utc.date().isoformat()}")
         peak: bool | None = None
         tiers = schedule.tiers
+        if service_tier is not None and service_tier not in STANDARD_SERVICE_TIERS:
+            # A service tier has its own rates all day (no provider here combines one with peak hours).
+            special = schedule.service_tiers.get(service_tier)
+            if special is None:
+                raise PriceError(f"{entry.model} has no price for service_tier={service_tier!r}")
+            return RateSelection(model=entry.model, tier=select_tier(special, prompt_tokens), peak=None, schedule=schedule)
         if schedule.peak is not None:
             peak = schedule.peak.is_peak(at_utc)
             if peak:
@@ -377,11 +447,14 @@ def _require_aware(at: datetime) -> datetime:
 
 
 def _parse_hhmm(text: str) -> time:
+    # "24:00" ends a window at midnight: the last instant of the day is still inside it.
+    if text == "24:00":
+        return time.max
     try:
         hours, minutes = text.split(":")
         return time(int(hours), int(minutes))
     except ValueError as exc:
-        raise ValueError(f"bad time {text!r}, expected HH:MM") from exc
+        raise ValueError(f"bad time {text!r}, expected HH:MM or 24:00") from exc
 
 
 def _short_tokens(n: int) -> str:

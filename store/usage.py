@@ -15,6 +15,11 @@ one shape the rest of hitrate reads. Each bucket is a count of tokens *billed on
 `None` means the provider did not tell us. It is never replaced by 0: an unknown count must stay
 visible in sums and ratios. A 0 means the provider's contract makes the count known to be zero
 (e.g. a provider whose writes are never billed has 0 tokens in every write bucket).
+
+Besides tokens, a call can carry charges that are not token buckets: per-request server-tool fees
+(`web_search_requests`) and price modifiers the provider reports it applied (`inference_geo`,
+`speed`, `service_tier`). `flags` names every contradiction the payload held and how it was read: a call is never
+lost to its usage, it is stored with the best reading and the flag that says what was surprising.
 """
 
 from __future__ import annotations
@@ -43,9 +48,8 @@ WRITE_BUCKETS: tuple[str, ...] = ("cache_write_5m", "cache_write_30m", "cache_wr
 #: The buckets that make up the prompt (everything sent to the model).
 PROMPT_BUCKETS: tuple[str, ...] = ("fresh_input", *WRITE_BUCKETS, "cache_read")
 
-
-class UsageFormatError(ValueError):
-    """A raw usage payload is malformed or contradicts itself (e.g. cached > prompt)."""
+#: Per-request server-tool counts a `Usage` can carry (each may have a fee in the price table).
+SERVER_TOOL_COUNTS: tuple[str, ...] = ("web_search_requests", "web_fetch_requests")
 
 
 class Usage(BaseModel):
@@ -72,6 +76,21 @@ class Usage(BaseModel):
     prompt_total: Count | None = None
     """The whole prompt as the provider counted it, when known even though the split is not
     (e.g. a vLLM server that reports `prompt_tokens` but no cached count)."""
+    web_search_requests: Count | None = None
+    """Server-side web searches the provider ran for the call (Anthropic `server_tool_use`), each
+    billed a per-request fee on top of the tokens."""
+    web_fetch_requests: Count | None = None
+    """Server-side web fetches (Anthropic `server_tool_use`); billed as tokens only."""
+    inference_geo: str | None = None
+    """Where the provider says inference ran (Anthropic `usage.inference_geo`: "global", "us")."""
+    speed: str | None = None
+    """The speed the provider says the call ran at (Anthropic `usage.speed`: "standard", "fast")."""
+    service_tier: str | None = None
+    """The service tier the provider says billed the call (Anthropic `usage.service_tier`:
+    "standard", "priority", "batch")."""
+    flags: tuple[str, ...] = ()
+    """Contradictions or surprises in the provider's payload, each "code: detail", with how the
+    buckets above were read despite them. Empty for a payload that held together."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Usage:
@@ -120,6 +139,15 @@ class Usage(BaseModel):
     def buckets(self) -> dict[str, int | None]:
         """The bucket counts as a plain dict, in `BUCKETS` order."""
         return {name: getattr(self, name) for name in BUCKETS}
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the payload held a contradiction (see `flags`)."""
+        return bool(self.flags)
+
+    def flag_codes(self) -> list[str]:
+        """The code part of each flag ("cache_write_split_short", ...), in order."""
+        return [flag.split(":", 1)[0] for flag in self.flags]
 
 
 def _sum_known(*values: int | None) -> int | None:

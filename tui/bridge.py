@@ -76,18 +76,5 @@ class EventBridge:
             self._post(msg.TurnEnded(self.outcome, detail))
 
     def _figure(self, event: ev.CallRecorded) -> CallFigure:
-        return CallFigure(
-            number=0,
-            backend=self._backend,
-            model=self._model,
-            started_at=event.started_at,  # the request's start: the TTL countdown's anchor
-            usage=event.usage,
-            cost_usd=event.cost_usd,
-            ttft_s=event.ttft_s,
-            miss_reason=event.miss_reason,
-            miss_tokens=event.miss_tokens,
-            miss_cost_usd=event.miss_cost_usd,
-            error=event.error,
-            epoch=event.epoch,
-            kind=event.kind,
-        )
+        # started_at is the request's start: the TTL countdown's anchor.
+        return CallFigure(number=0, backend=self._backend, model=self._model, epoch=event.epoch, **ev.call_facts(event))

@@ -28,6 +28,7 @@ class CallFigure(BaseModel):
     usage: Usage
     cost_usd: float | None = None
     ttft_s: float | None = None
+    latency_s: float | None = None
     miss_reason: str | None = None
     """Why the cache missed, as the projection labels it; None for a hit or a first call."""
     miss_tokens: int | None = None

@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.harness.events import call_facts
 from hitrate.harness.keepalive import KeepAliveDecision
 from hitrate.store.cost import cost
 from hitrate.store.prices import PriceTable
@@ -122,21 +123,7 @@ class AgentLink(Protocol):
 
 
 def figure_from_record(record: CallRecord, number: int, epoch: int = 0) -> CallFigure:
-    return CallFigure(
-        number=number,
-        backend=record.backend,
-        model=record.model,
-        started_at=record.started_at,
-        usage=record.usage,
-        cost_usd=record.cost_usd,
-        ttft_s=record.ttft_s,
-        miss_reason=record.miss_reason,
-        miss_tokens=record.miss_tokens,
-        miss_cost_usd=record.miss_cost_usd,
-        error=record.error,
-        epoch=epoch,
-        kind=record.kind,
-    )
+    return CallFigure(number=number, backend=record.backend, model=record.model, epoch=epoch, **call_facts(record))
 
 
 class SwitchEstimate(BaseModel):

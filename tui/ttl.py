@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.harness.keepalive import format_clock
 from hitrate.projection.caching import CacheRules, family_for, family_of_mechanism
 from hitrate.projection.caching.ttl import Lifetime, shortest
 from hitrate.store.prices import PriceTable
@@ -49,14 +50,6 @@ class CacheClock(BaseModel):
         if self.state == "cold":
             return f"cold · idle {format_idle(self.idle_s or 0)}{suffix}"
         return f"unknown · {self.reason}" if self.reason else "unknown"
-
-
-def format_clock(seconds: float) -> str:
-    """m:ss (h:mm:ss from one hour), rounded up so "0:00" is only shown once the time is gone."""
-    total = max(0, int(-(-seconds // 1)))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def format_idle(seconds: float) -> str:
@@ -141,12 +134,15 @@ def cache_mechanism(provider: str, model: str, prices: PriceTable | None = None)
     return _PROVIDER_MECHANISM.get(provider)
 
 
-def ttl_rule(mechanism: str | None, ttl_class: str | None, write_ttls: tuple[str, ...] = ()) -> Lifetime | None:
+def ttl_rule(
+    mechanism: str | None, ttl_class: str | None, write_ttls: tuple[str, ...] = (), *, extended_retention: bool = False
+) -> Lifetime | None:
     """The lifetime of a prefix cached under `mechanism`, written with `ttl_class` when known."""
     family = family_of_mechanism(mechanism)
     if family is None:
         return None
-    return family_for(CacheRules(family=family)).lifetime(ttl_class, write_ttls)
+    rules = CacheRules(family=family, extended_retention=extended_retention and family == "openai_implicit")
+    return family_for(rules).lifetime(ttl_class, write_ttls)
 
 
 def no_clock_reason(mechanism: str | None) -> str:
@@ -174,12 +170,13 @@ class PrefixClock:
         self.mechanism = cache_mechanism(provider, model, self._prices)
         entry = None if self.mechanism == "lru" else self._prices.find(model)
         self.write_ttls: tuple[str, ...] = tuple(entry.write_ttls) if entry else ()
+        self.extended_retention = entry is not None and entry.cache_retention == "24h"
         self.anchor = None
         self.ttl_class = None
 
     @property
     def rule(self) -> Lifetime | None:
-        return ttl_rule(self.mechanism, self.ttl_class, self.write_ttls)
+        return ttl_rule(self.mechanism, self.ttl_class, self.write_ttls, extended_retention=self.extended_retention)
 
     def observe(self, started_at: datetime, usage: Usage) -> None:
         """Take one finished call of the current model into account."""

@@ -29,6 +29,9 @@ from hitrate.projection.caching.ttl import Lifetime
 # the prefix for free, so any call refreshes it.
 OPENAI_IN_MEMORY = Lifetime(label="5-10m idle", guaranteed_s=300, longest_s=600, refreshed_by_any_call=True)
 OPENAI_IN_MEMORY_MAX_AGE_S = 3600.0
+# Extended retention ("24h"): kept up to a day, with no documented floor beyond the in-memory one.
+# Past the first minutes the state is unknown, not cold; there is nothing a warm-up could beat.
+OPENAI_EXTENDED = Lifetime(label="up to 24h", guaranteed_s=300, longest_s=None, refreshed_by_any_call=True)
 """In-memory entries are gone within an hour of being written, however often they are read."""
 
 
@@ -132,16 +135,26 @@ class OpenAIImplicitFamily(CacheFamily):
 
     def cache(self) -> PrefixCache:
         r = self.rules
+        idle = float(r.implicit_ttl_seconds or OPENAI_IN_MEMORY.guaranteed_s)
         return PrefixCache(
             PrefixSimConfig(
                 min_tokens=r.min_cacheable_tokens,
                 granularity=r.prefix_granularity,
-                idle_s=float(r.implicit_ttl_seconds or OPENAI_IN_MEMORY.guaranteed_s),
+                idle_s=idle,
+                max_age_s=max(idle, OPENAI_IN_MEMORY_MAX_AGE_S),
             )
         )
 
+    def warming_blocked(self) -> str | None:
+        if self.rules.extended_retention:
+            return "extended retention keeps the prefix for up to 24 hours: there is no short TTL to beat"
+        return None
+
     def lifetime(self, ttl_class: str | None = None, write_ttls: Sequence[str] = ()) -> Lifetime:
-        # The harness leaves `prompt_cache_retention` at its in-memory default.
+        # The harness leaves `prompt_cache_retention` at the model's default: in-memory, except on
+        # models that accept only extended retention.
+        if self.rules.extended_retention:
+            return OPENAI_EXTENDED
         idle = self.rules.implicit_ttl_seconds
         if idle and idle != OPENAI_IN_MEMORY.guaranteed_s:
             return OPENAI_IN_MEMORY.model_copy(update={"guaranteed_s": float(idle), "longest_s": max(float(idle), 600.0)})

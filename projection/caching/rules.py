@@ -28,6 +28,9 @@ Ttl = Literal["5m", "1h", "30m"]
 DEEPSEEK_FLOOR_S = 3600
 """DeepSeek documents units as "cleared after hours to days": one hour is the floor that gives."""
 
+EXTENDED_RETENTION_S = 86400
+"""OpenAI extended prompt-cache retention: prefixes "active for longer, up to a maximum of 24 hours"."""
+
 OPENAI_SEARCHED_BREAKPOINTS = 50
 """OpenAI's prompt-caching guide: explicit breakpoints count "up to the latest 50" (checked 2026-12-01)."""
 
@@ -74,6 +77,9 @@ class CacheRules(BaseModel):
     the floor that wording gives); gemini / openai_compat / local: None (no clock)."""
     prefix_granularity: int = Field(default=1, ge=1)
     """Implicit hits are rounded down to a multiple of this (OpenAI <= 5.5: 128 tokens)."""
+    extended_retention: bool = False
+    """OpenAI automatic prefix cache with `prompt_cache_retention: 24h` (the only setting gpt-5.5
+    accepts): prefixes are kept up to 24 hours instead of 5-10 idle minutes."""
 
     @model_validator(mode="before")
     @classmethod
@@ -89,7 +95,7 @@ class CacheRules(BaseModel):
             data.setdefault("head_ttl", "30m")
             data.setdefault("message_ttl", "30m")
         elif family == "openai_implicit":
-            data.setdefault("implicit_ttl_seconds", 300)
+            data.setdefault("implicit_ttl_seconds", EXTENDED_RETENTION_S if data.get("extended_retention") else 300)
             data.setdefault("prefix_granularity", 128)
         elif family == "deepseek":
             data.setdefault("implicit_ttl_seconds", DEEPSEEK_FLOOR_S)
@@ -101,6 +107,8 @@ class CacheRules(BaseModel):
             "anthropic": {"5m", "1h"},
             "openai_breakpoints": {"30m"},
         }
+        if self.extended_retention and self.family != "openai_implicit":
+            raise ValueError("extended_retention is an OpenAI automatic-prefix (openai_implicit) setting")
         ok = allowed.get(self.family, {None})
         for name in ("head_ttl", "message_ttl"):
             if getattr(self, name) not in ok:

@@ -162,6 +162,10 @@ def test_bad_targets_say_what_to_do(spec, message):
 def test_targets_pick_the_mechanism_and_minimum_from_the_price_table():
     assert parse_target("openai/gpt-4.1").mechanism == "openai_automatic_prefix"
     assert parse_target("openai/gpt-4.1").granularity == 128
+    # The price table states no step for gpt-5.5; OpenAI's guide gives 128 for it too.
+    assert parse_target("openai/gpt-5.5").granularity == 128
+    assert parse_target("openai/gpt-5.5").retention == "24h"  # the only retention gpt-5.5 accepts
+    assert parse_target("gemini/gemini-2.5-flash").granularity == 1
     assert parse_target("openai/gpt-5.6").mechanism == "openai_breakpoints"
     assert parse_target("anthropic/claude-haiku-4-5").min_cacheable_tokens == 4096
     assert parse_target("deepseek/deepseek-v4-flash").model == "deepseek-flash"

@@ -15,6 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 
+NO_DELTA_USAGE: Any = object()
+"""`Reply.delta_usage` default: the scripted usage is split between message_start and message_delta."""
+
+
 @dataclass
 class Reply:
     """A successful streamed answer."""
@@ -34,6 +38,10 @@ class Reply:
     with `response.incomplete` and that reason."""
     headers: dict[str, str] = field(default_factory=dict)
     model: str | None = None
+    delta_usage: Any = NO_DELTA_USAGE
+    """Anthropic: when set, message_start carries `usage` exactly as given (any JSON, or no usage key
+    when `usage` is None) and the final message_delta carries this (cumulative counts, any JSON, or
+    no usage key when None)."""
 
 
 @dataclass
@@ -90,24 +98,30 @@ def _pieces(text: str, n: int = 3) -> list[str]:
 
 
 def anthropic_events(reply: Reply, model: str) -> list[bytes]:
-    usage = dict(reply.usage or {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5})
-    output_tokens = usage.pop("output_tokens", 5)
-    start_usage = dict(usage, output_tokens=1)
+    if reply.delta_usage is not NO_DELTA_USAGE:
+        start_usage: Any = reply.usage
+        delta_usage: Any = reply.delta_usage
+    else:
+        usage = dict(reply.usage or {"input_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 5})
+        delta_usage = {"output_tokens": usage.pop("output_tokens", 5)}
+        start_usage = dict(usage, output_tokens=1)
+    message: dict[str, Any] = {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model or model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+    }
+    if start_usage is not None:
+        message["usage"] = start_usage
     out = [
         _sse(
             "message_start",
             {
                 "type": "message_start",
-                "message": {
-                    "id": "msg_fake",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": reply.model or model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": start_usage,
-                },
+                "message": message,
             },
         ),
         _sse("ping", {"type": "ping"}),
@@ -136,7 +150,8 @@ def anthropic_events(reply: Reply, model: str) -> list[bytes]:
     out.append(
         _sse(
             "message_delta",
-            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": output_tokens}},
+            {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+             **({"usage": delta_usage} if delta_usage is not None else {})},
         )
     )
     out.append(_sse("message_stop", {"type": "message_stop"}))

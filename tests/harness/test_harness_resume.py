@@ -148,7 +148,8 @@ def test_model_switch_is_stored_and_epochs_are_restored(workspace, ledger):
     events = EventList()
     again = resume(first.id, route_b, ledger, clock, events)
     assert [(e.number, e.first_step) for e in again.epochs] == [(0, 1), (1, 2)]
-    assert again.epochs[1].reason == "model model-a -> model-b"
+    # As the live session showed it: the stored switch keeps its reason.
+    assert again.epochs[1].reason == first.epochs[1].reason == "user chose model-b: model model-a -> model-b"
     Agent(again, limits=LIMITS).run("three")
     assert not events.of(EpochStarted)  # the resumed session goes on in epoch 1
     assert [e.epoch for e in events.of(CallRecorded)] == [1]

@@ -104,3 +104,15 @@ def test_default_falls_back_to_a_local_model_only_when_it_can_be_had(tmp_path):
     message = str(info.value)
     assert "ANTHROPIC_API_KEY" in message and "HITRATE_MODEL" in message and "hitrate demo" in message
     assert str(tmp_path / "none.toml") in message
+
+
+def test_gpt_5_5_gets_extended_retention_rules() -> None:
+    from hitrate.harness.models import parse_model_spec
+    from hitrate.harness.router import rules_for
+    from hitrate.projection.caching import family_for
+
+    rules, _ = rules_for(parse_model_spec("openai/gpt-5.5", env={"OPENAI_API_KEY": "k"}))
+    assert (rules.family, rules.extended_retention, rules.implicit_ttl_seconds) == ("openai_implicit", True, 86400)
+    assert "24 hours" in (family_for(rules).warming_blocked() or "")
+    older, _ = rules_for(parse_model_spec("openai/gpt-5.4", env={"OPENAI_API_KEY": "k"}))
+    assert (older.extended_retention, older.implicit_ttl_seconds, family_for(older).warming_blocked()) == (False, 300, None)

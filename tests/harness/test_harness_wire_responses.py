@@ -142,12 +142,14 @@ def test_usage_normalization(fake_server, model, usage, expected):
     assert result.usage.prompt_total == usage["input_tokens"]
 
 
-def test_usage_that_contradicts_the_price_table_is_a_clear_error(fake_server):
-    fake_server.push(Reply(text="ok", usage={"input_tokens": 100, "output_tokens": 1,
-                                             "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 50}}))
-    with pytest.raises(CallError, match="unreadable usage.*writes_billed=False") as info:
-        backend_for(fake_server).call(prompt_for(hello()), max_tokens=8)
-    assert info.value.kind == "bad_response" and not info.value.retryable
+def test_usage_that_contradicts_the_price_table_is_kept_and_flagged(fake_server):
+    usage = {"input_tokens": 100, "output_tokens": 1, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 50}}
+    fake_server.push(Reply(text="ok", usage=usage))
+    result = backend_for(fake_server).call(prompt_for(hello()), max_tokens=8)
+    # The provider billed the call: it is kept, priced by the table (writes free = fresh input), flagged.
+    assert result.raw_usage == usage
+    assert (result.usage.fresh_input, result.usage.cache_write_total) == (100, 0)
+    assert result.usage.flag_codes() == ["unexpected_cache_write_tokens"]
 
 
 @pytest.mark.parametrize(("stop", "mapped"), [("max_output_tokens", "max_tokens"), ("content_filter", "refusal")])

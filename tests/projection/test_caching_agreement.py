@@ -30,6 +30,7 @@ RULES = [
     CacheRules(family="anthropic", min_cacheable_tokens=0, head_ttl="1h", message_ttl="5m"),
     CacheRules(family="anthropic", min_cacheable_tokens=0, max_marks=2),
     CacheRules(family="openai_implicit", min_cacheable_tokens=256),
+    CacheRules(family="openai_implicit", min_cacheable_tokens=256, extended_retention=True),
     CacheRules(family="openai_breakpoints", min_cacheable_tokens=300),
     CacheRules(family="deepseek"),
     CacheRules(family="gemini", min_cacheable_tokens=256),

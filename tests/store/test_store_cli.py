@@ -50,6 +50,13 @@ def test_prices_table_shows_rates_tiers_date_and_source(app: typer.Typer) -> Non
     assert "claude-opus-5" not in result.output
 
 
+def test_prices_show_geography_speed_and_web_search_fee(app: typer.Typer) -> None:
+    result = runner.invoke(app, ["prices", "--model", "opus-5-5"], env=WIDE)
+    note = next(line for line in result.output.splitlines() if line.startswith("[1] claude-opus-5-5:"))
+    assert "geo us x1.1" in note and "speed fast x2" in note and "web search $0.01/request" in note
+    assert "web fetch" not in note  # free: nothing to show
+
+
 def test_prices_shows_peak_hours_and_openai_write_classes(app: typer.Typer) -> None:
     deepseek = runner.invoke(app, ["prices", "-m", "deepseek-flash"], env=WIDE)
     assert "peak 01:00-04:00, 06:00-10:00 UTC weekdays: in 0.3 out 1.2 read 0.006" in deepseek.output
@@ -160,3 +167,33 @@ def test_ledger_by_model_and_run_env_and_missing_file(app: typer.Typer, tmp_path
     assert not (tmp_path / "nope.db").exists()
     bad_group = runner.invoke(app, ["ledger", "--db", str(path), "--by", "colour"])
     assert bad_group.exit_code == 1 and "--by must be one of" in bad_group.output
+
+
+def test_ledger_shows_flagged_calls_with_their_flags(app: typer.Typer, tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    # The documented web-search stream's shape, from a proxy whose message_start split is short of
+    # the cumulative write total the final message_delta reports.
+    raw = {"input_tokens": 10682, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 0, "output_tokens": 510,
+           "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 1000},
+           "server_tool_use": {"web_search_requests": 1}}
+    with Ledger(path) as ledger:
+        ledger.record_call(
+            CallRecord(session_id="s-flag", backend="anthropic", model="claude-opus-5", started_at=T0, usage=from_anthropic(raw), raw_usage=raw),
+            price_table=PriceTable.default(),
+        )
+        ledger.record_call(
+            CallRecord(session_id="s-flag", backend="anthropic", model="claude-opus-5", started_at=T0 + timedelta(seconds=1),
+                       usage=from_anthropic({"input_tokens": 5, "output_tokens": 1})),
+            price_table=PriceTable.default(),
+        )
+    summary = json.loads(runner.invoke(app, ["ledger", "--db", str(path), "--json"]).output)
+    assert summary[0]["totals"]["flagged_calls"] == 1 and summary[0]["totals"]["calls"] == 2
+
+    table = runner.invoke(app, ["ledger", "--db", str(path)], env=WIDE)
+    assert table.exit_code == 0, table.output
+    assert "flagged" in table.output and "1 flagged call(s)" in table.output
+    assert "cache_write_split_short" in table.output and "claude-opus-5" in table.output
+
+    listed = json.loads(runner.invoke(app, ["ledger", "--db", str(path), "--flagged", "--json"]).output)
+    assert len(listed) == 1 and listed[0]["raw_usage"] == raw
+    assert [f.split(":")[0] for f in listed[0]["flags"]] == ["cache_write_split_short"]

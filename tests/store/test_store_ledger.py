@@ -163,7 +163,7 @@ def test_summaries_match_python_aggregates(ledger: Ledger) -> None:
         calls.append(CallRecord(run_id=run.id, task_id=task_b.id, session_id="sb", backend="vllm", model="local", started_at=T0 + timedelta(seconds=10 + i), usage=usage))
     # An Anthropic-compatible server that reports reads but not writes: its read is known but it
     # cannot enter the Σ-hit ratio, whose denominator needs the whole prompt split.
-    partial = from_anthropic({"input_tokens": 10, "cache_read_input_tokens": 700, "output_tokens": 1})
+    partial = from_anthropic({"input_tokens": 10, "cache_read_input_tokens": 700, "output_tokens": 1}, absent_cache_means_zero=False)
     full = from_anthropic({"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 300, "output_tokens": 1})
     for i, usage in enumerate([partial, full]):
         calls.append(CallRecord(run_id=run.id, session_id="sc", backend="proxy", model="claude-opus-5", started_at=T0 + timedelta(seconds=20 + i), usage=usage))
@@ -219,7 +219,7 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
     conn.close()
 
     with Ledger(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 5
+        assert ledger.schema_version == SCHEMA_VERSION == 6
         assert {"layout", "cache_mode"} <= set(ledger.db["calls"].columns_dict)
         # v4: sessions say where they worked and on which spec; older ones do not know, and have no transcript.
         old_session = ledger.get_session("old-session")
@@ -228,6 +228,8 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
         (old,) = ledger.calls()
         assert old.id == "old-call" and old.usage.cache_read == 90 and old.layout is None and old.cost_usd == 0.001
         assert old.kind is None  # v5: calls recorded before warm-ups were tagged are ordinary calls
+        # v6: older calls have no flags and no server-tool counts (unknown, not zero).
+        assert old.usage.flags == () and old.usage.web_search_requests is None and old.usage.speed is None
         indexes = {tuple(i.columns) for i in ledger.db["calls"].indexes}
         assert ("session_id",) in indexes and ("run_id",) in indexes
         ledger.record_call(anthropic_call(layout="naive", cache_mode="warm"))

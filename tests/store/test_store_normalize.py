@@ -19,7 +19,7 @@ from hitrate.store.normalize import (
     from_openai_responses,
     merge_anthropic_stream,
 )
-from hitrate.store.usage import Usage, UsageFormatError
+from hitrate.store.usage import Usage
 
 # Anthropic's documented usage for the Pride and Prejudice example (reference T7).
 ANTHROPIC_WRITE = {"cache_creation_input_tokens": 188086, "cache_read_input_tokens": 0, "input_tokens": 21, "output_tokens": 393}
@@ -66,16 +66,17 @@ def test_anthropic_ttl_split_is_used() -> None:
     assert usage.prompt_tokens == 90050
 
 
-def test_anthropic_split_that_disagrees_with_total_is_rejected() -> None:
-    with pytest.raises(UsageFormatError, match="does not add up"):
-        from_anthropic(
-            {
-                "input_tokens": 1,
-                "cache_creation_input_tokens": 100,
-                "cache_creation": {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 60},
-                "output_tokens": 1,
-            }
-        )
+def test_anthropic_split_short_of_its_total_bills_the_rest_at_5m_flagged() -> None:
+    usage = from_anthropic(
+        {
+            "input_tokens": 1,
+            "cache_creation_input_tokens": 100,
+            "cache_creation": {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 60},
+            "output_tokens": 1,
+        }
+    )
+    assert (usage.cache_write_5m, usage.cache_write_1h) == (40, 60)
+    assert usage.flag_codes() == ["cache_write_split_short"]
 
 
 def test_anthropic_sdk_object_with_thinking_breakdown() -> None:
@@ -93,13 +94,20 @@ def test_anthropic_sdk_object_with_thinking_breakdown() -> None:
     assert usage.reasoning == 700
 
 
-def test_anthropic_compatible_server_without_cache_fields_is_unknown_not_zero() -> None:
+def test_anthropic_absent_cache_fields_are_zero_by_the_api_contract() -> None:
+    # Anthropic's own basic examples omit both cache counts: a request without cache marks reads
+    # and writes nothing (see hitrate.store.normalize_anthropic).
     usage = from_anthropic({"input_tokens": 500, "output_tokens": 20})
+    assert (usage.fresh_input, usage.cache_read, usage.cache_write_5m, usage.cache_write_total) == (500, 0, 0, 0)
+    assert usage.prompt_tokens == 500 and usage.reasoning is None and not usage.flags
+
+
+def test_anthropic_compatible_server_without_cache_fields_can_stay_unknown() -> None:
+    usage = from_anthropic({"input_tokens": 500, "output_tokens": 20}, absent_cache_means_zero=False)
     assert usage.fresh_input == 500
     assert usage.cache_read is None
     assert usage.cache_write_5m is None and usage.cache_write_total is None
     assert usage.prompt_tokens is None
-    assert usage.reasoning is None
 
 
 def test_anthropic_stream_merge_takes_cumulative_output_from_delta() -> None:
@@ -198,20 +206,23 @@ def test_openai_56_without_write_count_leaves_split_unknown() -> None:
     assert usage.prompt_tokens == 10000
 
 
-def test_openai_writes_reported_for_a_free_write_model_are_an_error() -> None:
+def test_openai_writes_reported_for_a_free_write_model_are_billed_as_fresh_and_flagged() -> None:
     payload = {"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 90}}
-    with pytest.raises(UsageFormatError, match="writes_billed=False"):
-        from_openai_chat(payload, writes_billed=False)
+    usage = from_openai_chat(payload, writes_billed=False)
+    assert (usage.fresh_input, usage.cache_write_total) == (100, 0)
+    assert usage.flag_codes() == ["unexpected_cache_write_tokens"]
     zero_writes = {**payload, "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}}
     assert from_openai_chat(zero_writes, writes_billed=False).fresh_input == 100
+    assert not from_openai_chat(zero_writes, writes_billed=False).flags
 
 
-def test_openai_cached_plus_written_beyond_prompt_is_rejected() -> None:
-    with pytest.raises(UsageFormatError, match="exceed"):
-        from_openai_chat(
-            {"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 80, "cache_write_tokens": 30}},
-            writes_billed=True,
-        )
+def test_openai_cached_plus_written_beyond_prompt_caps_the_writes() -> None:
+    usage = from_openai_chat(
+        {"prompt_tokens": 100, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 80, "cache_write_tokens": 30}},
+        writes_billed=True,
+    )
+    assert (usage.fresh_input, usage.cache_read, usage.cache_write_30m, usage.prompt_tokens) == (0, 80, 20, 100)
+    assert usage.flag_codes() == ["cache_write_exceeds_uncached"]
 
 
 def test_openai_responses_with_retention_split_sdk_object() -> None:
@@ -237,8 +248,10 @@ def test_openai_responses_split_that_disagrees_is_rejected() -> None:
         "output_tokens": 1,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 50, "cache_write_tokens_details": {"ttl_30m_tokens": 10, "ttl_12h_tokens": 10}},
     }
-    with pytest.raises(UsageFormatError, match="does not add up"):
-        from_openai_responses(payload, writes_billed=True)
+    usage = from_openai_responses(payload, writes_billed=True)
+    # The total is billed; what the split leaves over goes to the requested TTL (30m).
+    assert (usage.cache_write_30m, usage.cache_write_12h, usage.fresh_input) == (40, 10, 50)
+    assert usage.flag_codes() == ["cache_write_split_short"]
 
 
 def test_openai_responses_split_naming_one_ttl_leaves_the_rest_to_the_other() -> None:
@@ -248,8 +261,9 @@ def test_openai_responses_split_naming_one_ttl_leaves_the_rest_to_the_other() ->
 
     usage = from_openai_responses(payload(50), writes_billed=True)
     assert (usage.cache_write_30m, usage.cache_write_12h, usage.fresh_input) == (30, 20, 40)
-    with pytest.raises(UsageFormatError, match="is negative"):
-        from_openai_responses(payload(15), writes_billed=True)
+    capped = from_openai_responses(payload(15), writes_billed=True)
+    assert (capped.cache_write_30m, capped.cache_write_12h, capped.fresh_input) == (0, 15, 75)
+    assert capped.flag_codes() == ["cache_write_split_exceeds_total"]
 
 
 def test_openai_responses_up_to_55() -> None:
@@ -292,8 +306,10 @@ def test_deepseek_hit_and_miss() -> None:
 def test_deepseek_full_miss_and_inconsistent_sum() -> None:
     miss = from_deepseek({"prompt_tokens": 1000, "completion_tokens": 1, "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": 1000})
     assert (miss.fresh_input, miss.cache_read) == (1000, 0)
-    with pytest.raises(UsageFormatError, match="!= prompt_tokens"):
-        from_deepseek({"prompt_tokens": 1000, "completion_tokens": 1, "prompt_cache_hit_tokens": 900, "prompt_cache_miss_tokens": 200})
+    odd = from_deepseek({"prompt_tokens": 1000, "completion_tokens": 1, "prompt_cache_hit_tokens": 900, "prompt_cache_miss_tokens": 200})
+    # DeepSeek bills the hit/miss split: it is kept, and the disagreeing prompt count dropped.
+    assert (odd.fresh_input, odd.cache_read, odd.prompt_total, odd.prompt_tokens) == (200, 900, None, 1100)
+    assert odd.flag_codes() == ["prompt_split_mismatch"]
 
 
 def test_deepseek_falls_back_to_openai_cached_field() -> None:
@@ -387,16 +403,16 @@ def test_llamacpp_timings_and_write_field() -> None:
         {"input_tokens": True, "output_tokens": 1},
     ],
 )
-def test_bad_counts_are_rejected(payload: dict) -> None:
-    with pytest.raises(UsageFormatError):
-        from_anthropic(payload)
+def test_bad_counts_are_unknown_and_flagged(payload: dict) -> None:
+    usage = from_anthropic(payload)
+    assert usage.fresh_input is None and usage.output == 1
+    assert usage.flag_codes() == ["bad_count"]
 
 
-def test_non_object_payload_is_rejected() -> None:
-    with pytest.raises(UsageFormatError, match="JSON object"):
-        from_openai_chat([1, 2], writes_billed=False)
-    with pytest.raises(UsageFormatError, match="JSON object"):
-        from_deepseek(None)
+def test_non_object_payload_is_unknown_and_flagged() -> None:
+    for usage in (from_openai_chat([1, 2], writes_billed=False), from_deepseek(None)):
+        assert usage.buckets() == dict.fromkeys(usage.buckets())
+        assert usage.flag_codes() == ["usage_not_object"]
 
 
 def test_usage_invariants() -> None:
@@ -404,5 +420,7 @@ def test_usage_invariants() -> None:
         Usage(output=10, reasoning=11)
     with pytest.raises(ValueError, match="prompt_total"):
         Usage(fresh_input=1, cache_write_5m=0, cache_write_30m=0, cache_write_1h=0, cache_write_12h=0, cache_read=5, prompt_total=7)
-    with pytest.raises(UsageFormatError):
-        from_openai_chat({"prompt_tokens": 10, "completion_tokens": 5, "completion_tokens_details": {"reasoning_tokens": 6}}, writes_billed=False)
+    # A normalizer never builds an inconsistent Usage: reasoning above output is read as thinking
+    # counted outside the output (flagged).
+    repaired = from_openai_chat({"prompt_tokens": 10, "completion_tokens": 5, "completion_tokens_details": {"reasoning_tokens": 6}}, writes_billed=False)
+    assert (repaired.output, repaired.reasoning, repaired.flag_codes()) == (11, 6, ["reasoning_exceeds_output"])

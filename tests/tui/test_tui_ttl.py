@@ -119,3 +119,15 @@ def test_local_engine_has_no_clock() -> None:
     clock.observe(T0, usage(cache_read=10, fresh_input=4))
     shown = clock.clock(at(1))
     assert shown.state == "unknown" and "LRU" in shown.reason
+
+
+def test_gpt_5_5_keeps_prefixes_up_to_a_day_and_is_never_warmed() -> None:
+    # gpt-5.5 accepts only prompt_cache_retention=24h: its clock is not the 5-10 minute idle one.
+    clock = PrefixClock("openai", "gpt-5.5")
+    clock.observe(T0, usage(fresh_input=100, cache_read=2000))
+    assert clock.rule is not None and clock.rule.label == "up to 24h"
+    assert clock.clock(at(200)).state == "warm"
+    assert clock.clock(at(3 * 3600)).state == "unknown"  # not "cold": it may well still be there
+    other = PrefixClock("openai", "gpt-5.4")
+    other.observe(T0, usage(fresh_input=100, cache_read=2000))
+    assert other.clock(at(3 * 3600)).state == "cold"
