@@ -11,7 +11,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hitrate.store.cost import UsageTotals
-from hitrate.tui.figures import CallFigure, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.figures import CallFigure, error_line, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
 from hitrate.tui.ttl import CacheClock
 
 #: The screen class of the app's narrow horizontal breakpoint (`HitrateApp.HORIZONTAL_BREAKPOINTS`).
@@ -99,7 +99,7 @@ class CallBar(_BarColours):
         label = "keep-alive · " if fig.keepalive else ""
         text.append(f"\n   {label}{counts}", style=self._style("dim"))
         if fig.error:
-            text.append(f"\n   ✗ failed: {fig.error.splitlines()[0][:60]}", style=self._style("miss"))
+            text.append(f"\n   ✗ {error_line(fig.error)[:60]}", style=self._style("miss"))
         elif fig.missed:
             extra = f" · +{fmt_usd(fig.miss_cost_usd)}" if fig.miss_cost_usd is not None else ""
             text.append(f"\n   ✗ {fig.miss_reason}{extra}", style=self._style("miss"))

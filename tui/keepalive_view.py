@@ -52,7 +52,8 @@ def keepalive_markdown(decision: KeepAliveDecision, now: datetime, *, enabled: b
     """The `/keepalive` report: the switch, what the warmer will do and the figures behind it."""
     lines = [f"**Keep-alive** is {'on' if enabled else 'off'} (`/keepalive on|off`): {decision.render(now)}", ""]
     if decision.expires_at is not None:
-        lines.append(f"- cached prefix: {decision.ttl_label} entry, gone at {decision.expires_at:%H:%M:%S} UTC without a warm-up"
+        tier = f"{decision.ttl_label} entry, " if decision.ttl_label else ""
+        lines.append(f"- cached prefix: {tier}gone at {decision.expires_at:%H:%M:%S} UTC without a warm-up"
                      + (f"; warm-up due at {decision.warm_at:%H:%M:%S} UTC" if decision.warm_at is not None else ""))
     if decision.saving_if_back_usd is not None:
         lines += [

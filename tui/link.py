@@ -182,7 +182,13 @@ def estimate_switch(
     zero = dict.fromkeys(BUCKETS, 0)
     stay = cost(Usage(**{**zero, "cache_read": prefix}), from_model, at, prices).total
     entry = None if to_provider in ("local", "openai-compat") else prices.find(to_model)
-    if entry is not None and entry.writes_billed and entry.write_ttls:
+    minimum = entry.min_cacheable_tokens if entry is not None else None
+    if minimum and prefix < minimum:
+        # A prefix below the model's minimum is silently not cached (no write is billed): all of
+        # it is fresh input on every call until the conversation grows past the minimum.
+        usage = Usage(**{**zero, "fresh_input": prefix})
+        resend_as = f"fresh input: below its {minimum:,}-token cache minimum, not cached"
+    elif entry is not None and entry.writes_billed and entry.write_ttls:
         # The shortest TTL class is what the planner writes by default.
         ttl = min(entry.write_ttls, key=ttl_seconds)
         usage = Usage(**{**zero, f"cache_write_{ttl}": prefix})
