@@ -14,7 +14,8 @@ from textual import work
 
 from hitrate.harness.checkpoints import CheckpointError
 from hitrate.tui.mentions import MentionError, file_block
-from hitrate.tui.commands import CommandError, help_markdown, parse_command
+from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_markdown, parse_command
+from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
 from hitrate.tui.keepalive_view import keepalive_markdown
@@ -80,8 +81,19 @@ class CommandsMixin:
     """Mixed into HitrateApp."""
 
     async def run_command_line(self: "HitrateApp", text: str) -> None:
+        name = command_name(text)
+        custom = load_commands(self.workspace, reserved=frozenset(COMMANDS))
+        if name in custom:
+            # A Markdown command is a prompt: it is sent (or queued) like one, as the user typed it.
+            prompt = custom[name].prompt(text.strip()[1 + len(name):].strip())
+            if self.busy:
+                self._queued.append(prompt)
+                await self.conversation.add_notice(f"queued /{name} (sent when the agent stops)")
+            else:
+                await self.send_prompt(prompt)
+            return
         try:
-            command = parse_command(text)
+            command = parse_command(text, custom)
         except CommandError as exc:
             self.conversation.follow()
             await self.conversation.add_notice(str(exc), "error")
@@ -95,7 +107,15 @@ class CommandsMixin:
         await handler(command.arg)
 
     async def _command_help(self: "HitrateApp", arg: str) -> None:
-        await self.conversation.add_markdown(help_markdown(_KEYS))
+        custom = load_commands(self.workspace, reserved=frozenset(COMMANDS))
+        await self.conversation.add_markdown(help_markdown(_KEYS, {n: c.description for n, c in custom.items()}))
+
+    async def _command_init(self: "HitrateApp", arg: str) -> None:
+        if self.busy:
+            self._queued.append(INIT_PROMPT)
+            await self.conversation.add_notice("queued /init (sent when the agent stops)")
+            return
+        await self.send_prompt(INIT_PROMPT)
 
     async def _command_cost(self: "HitrateApp", arg: str) -> None:
         await self.conversation.add_markdown(cost_markdown(self.figures))
