@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hitrate.tools.base import ApprovalHook, Refusal
 
 Verdict = Literal["allow", "deny", "ask"]
+#: The tools that change the workspace: the only ones asked about (and that rules name).
 GUARDED_TOOLS = ("shell", "write_file", "edit_file")
 
 _RULE = re.compile(r"^(?P<tool>[a-z_]+)(?:\((?P<pattern>.+)\))?$", re.DOTALL)

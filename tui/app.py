@@ -27,10 +27,10 @@ from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
 from hitrate.harness.checkpoints import CheckpointError, Checkpoints
-from hitrate.harness.permissions import Permissions, PermissionRuleError
+from hitrate.harness.permissions import GUARDED_TOOLS, Permissions, PermissionRuleError
 from hitrate.tools.base import Refusal
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
-from hitrate.tui.figures import SessionFigures, fmt_tokens
+from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
 from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
 from hitrate.tui.mentions import expand_mentions, mentioned_paths
@@ -51,18 +51,10 @@ from hitrate.tui.prompt_input import InputHistory, PromptInput
 from hitrate.tui.status import StatusLine
 from hitrate.tui.ttl import PrefixClock
 
-#: Tools that change the workspace: asked about first when approvals are on.
-APPROVAL_TOOLS = frozenset({"shell", "write_file", "edit_file"})
 
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def _one_line(text: str, limit: int = 60) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    more = " …" if len(first) > limit or "\n" in text.strip() else ""
-    return first[:limit] + more
 
 
 class HitrateApp(CommandsMixin, App[None]):
@@ -228,7 +220,7 @@ class HitrateApp(CommandsMixin, App[None]):
             # Typing ahead is normal: the prompt waits for the step to end, then goes out.
             self._queued.append(text)
             await self.conversation.add_notice(
-                f"queued (sent when the agent stops; Ctrl-C cancels the step): {_one_line(text)}"
+                f"queued (sent when the agent stops; Ctrl-C cancels the step): {one_line(text)}"
             )
             self.refresh_figures()
             return
@@ -252,21 +244,22 @@ class HitrateApp(CommandsMixin, App[None]):
             await self.conversation.add_notice(f"with {len(blocks)} mentioned file(s): " + ", ".join(mentioned_paths(text)))
         notes, self.pending_notes = self.pending_notes, []
         # The prompt first, then what goes with it: all in the new user message at the end.
-        self.start_turn("\n\n".join([text, *notes, *blocks]))
+        self.start_turn("\n\n".join([text, *notes, *blocks]), label=text)
 
     @on(PromptInput.EditorFailed)
     async def on_editor_failed(self, message: PromptInput.EditorFailed) -> None:
         await self.conversation.add_notice(message.error, "error")
 
-    def start_turn(self, prompt: str) -> None:
+    def start_turn(self, prompt: str, label: str = "") -> None:
+        """`label`: what the user typed (the checkpoint's name, for /undo); default the prompt."""
         self.busy = True
         self._turn_running = True
         self._cancel = threading.Event()
         self.set_activity("thinking…")
-        self._agent_turn(prompt, self._cancel)
+        self._agent_turn(prompt, self._cancel, label or prompt)
 
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
-    def _agent_turn(self, prompt: str, cancel: threading.Event) -> None:
+    def _agent_turn(self, prompt: str, cancel: threading.Event, label: str) -> None:
         # Runs off the event loop: it may only post messages.
         before = self._checkpoint("begin")
         try:
@@ -275,7 +268,7 @@ class HitrateApp(CommandsMixin, App[None]):
             self.post_message(TurnEnded("failed", f"{type(exc).__name__}: {exc}"))
         finally:
             if before is not None:
-                self._checkpoint("end", before, prompt)
+                self._checkpoint("end", before, label)
 
     def _checkpoint(self, step: str, before: str | None = None, label: str = "") -> str | None:
         """(worker) Snapshot the workspace before / after a turn for /undo; a failure is reported
@@ -325,7 +318,7 @@ class HitrateApp(CommandsMixin, App[None]):
         rules = self.permissions.hook(ask)
 
         def approve(tool: str, args: dict[str, Any]) -> bool | Refusal:
-            if not self.approvals or tool not in APPROVAL_TOOLS:
+            if not self.approvals or tool not in GUARDED_TOOLS:
                 return True
             return rules(tool, args)
 

@@ -17,7 +17,7 @@ from hitrate.tui.mentions import MentionError, file_block
 from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_markdown, parse_command
 from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
 from hitrate.tui.dialogs import ConfirmScreen
-from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd, one_line
 from hitrate.tui.keepalive_view import keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
 from hitrate.tui.messages import ModelSwitched
@@ -154,7 +154,7 @@ class CommandsMixin:
         if result.skipped:
             parts.append("left alone (changed again since): " + ", ".join(result.skipped))
         done = "; ".join(parts)
-        await self.conversation.add_notice(f"undid the turn {result.label[:40]!r}: {done}")
+        await self.conversation.add_notice(f"undid the turn “{one_line(result.label, 40)}”: {done}")
         if result.restored or result.removed:
             # The model's picture of the files is now stale: tell it with the next prompt (an
             # appended block; the history it already has stays byte-identical).

@@ -184,3 +184,10 @@ def error_line(error: str) -> str:
     parts = [p.strip() for p in first.split(": ")]
     kept = [p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1]]
     return ": ".join(kept)
+
+
+def one_line(text: str, limit: int = 60) -> str:
+    """The first line of `text`, cut to `limit`, with … when anything was left out."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = " …" if len(first) > limit or "\n" in text.strip() else ""
+    return first[:limit] + more

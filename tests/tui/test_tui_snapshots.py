@@ -8,7 +8,9 @@ the TTL countdown, a fixed terminal size, and no cursor blink. Regenerate delibe
 from __future__ import annotations
 
 from tui_helpers import SPEC, submit, wait_until
-from tui_session_script import THREE_TURNS, run_three_turns
+from tui_session_script import THREE_TURNS, WORKDAY_TURNS, run_three_turns, run_workday
+
+from hitrate.harness.checkpoints import Checkpoints
 
 from hitrate.tui.dialogs import ApprovalScreen, ConfirmScreen
 from hitrate.tui.prompt_input import PromptInput
@@ -32,10 +34,10 @@ def test_main_screen_after_three_turns(make_app, clock, snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def _three_turns_then(app, clock):
+def _workday_then(app, clock):
     async def run_before(pilot) -> None:
         no_blink(app)
-        await run_three_turns(pilot)
+        await run_workday(pilot)
         clock.advance(100)
         app.refresh_figures()
         await pilot.pause()
@@ -43,15 +45,16 @@ def _three_turns_then(app, clock):
     return run_before
 
 
-def test_main_screen_at_80x24(make_app, clock, snap_compare):
-    """The compact cache panel; the status bar keeps cost, Σ-hit and the cache clock."""
-    app = make_app({SPEC: list(THREE_TURNS)})
-    assert snap_compare(app, terminal_size=(80, 24), run_before=_three_turns_then(app, clock))
+def test_main_screen_at_80x24(make_app, clock, workspace, tmp_path, snap_compare):
+    """A pasted trace, a file mention and an undo at 80×24: the compact cache panel, and the
+    status bar keeps cost, Σ-hit and the cache clock."""
+    app = make_app({SPEC: list(WORKDAY_TURNS)}, checkpoints=Checkpoints(workspace, tmp_path / "checkpoints"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_workday_then(app, clock))
 
 
-def test_main_screen_at_160x45(make_app, clock, snap_compare):
-    app = make_app({SPEC: list(THREE_TURNS)})
-    assert snap_compare(app, terminal_size=(160, 45), run_before=_three_turns_then(app, clock))
+def test_main_screen_at_160x45(make_app, clock, workspace, tmp_path, snap_compare):
+    app = make_app({SPEC: list(WORKDAY_TURNS)}, checkpoints=Checkpoints(workspace, tmp_path / "checkpoints"))
+    assert snap_compare(app, terminal_size=(160, 45), run_before=_workday_then(app, clock))
 
 
 def test_model_switch_dialog(make_app, snap_compare):
