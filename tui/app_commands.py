@@ -18,7 +18,7 @@ from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_mark
 from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd, one_line
-from hitrate.tui.keepalive_view import keepalive_markdown
+from hitrate.tui.keepalive_view import decision_text, keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
 from hitrate.tui.messages import ModelSwitched
 
@@ -179,7 +179,7 @@ class CommandsMixin:
             elif decision.action == "skip":
                 await self.conversation.add_notice(f"keep-alive on, but nothing will be warmed now: {decision.reason}")
             else:
-                await self.conversation.add_notice(f"keep-alive on: {decision.render(self.clock())}")
+                await self.conversation.add_notice(f"keep-alive on: {decision_text(decision, self.clock())}")
             self.refresh_figures()
             return
         now = self.clock()
