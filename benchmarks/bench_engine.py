@@ -10,7 +10,10 @@ Measured in one run and printed as ratios:
 - prefill tokens computed / ideal over a multi-turn agent trace (goal <= 1.01): ideal counts, per
   request, the prompt tokens whose K/V no earlier request had computed (at least 1: the last
   prompt token always produces the first logits);
-- decode tokens/s vs transformers `generate` on the same model and prompt (goal >= 1.0x).
+- decode tokens/s vs transformers `generate` on the same model and prompt (goal >= 1.0x), and vs
+  llama.cpp (`llama-cpp-python`) when it is installed and `--gguf` names a GGUF of the same model;
+- aggregate decode tokens/s with 1 / 2 / 4 / 8 concurrent sessions (continuous batching; goal at
+  4 sessions >= 2.5x one session).
 
     .venv/bin/python benchmarks/bench_engine.py                       # ~25M params, CPU
     .venv/bin/python benchmarks/bench_engine.py --model-size 0.5b     # on a GPU machine
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import threading
 import random
 import statistics
 import tempfile
@@ -192,6 +196,41 @@ def measure_decode(engine: TransformersEngine, args, rng: random.Random) -> dict
     return {"ours": statistics.median(rates_ours), "transformers": statistics.median(rates_theirs)}
 
 
+def measure_concurrency(engine: TransformersEngine, args, rng: random.Random) -> dict[int, float]:
+    """Aggregate tokens/s with k sessions started together: all generated tokens over the wall
+    time from the start to the last session's end (prefill of the short prompts included), median
+    over runs. Wall time, not per-token stamps: consumer threads receive tokens in bursts when
+    the scheduler holds the GIL, so arrival times say little about when a token was computed."""
+    vocab = engine.vocab_size
+    n = args.concurrent_tokens
+    rates: dict[int, float] = {}
+    for k in args.sessions:
+        if k > engine.max_batch:
+            continue
+        runs = []
+        for run in range(args.concurrent_runs):
+            prompts = [rand_tokens(rng, args.concurrent_prompt, vocab) for _ in range(k)]
+            counts = [0] * k
+            barrier = threading.Barrier(k + 1)
+
+            def work(i: int) -> None:
+                barrier.wait()
+                params = SamplingParams(max_tokens=n, ignore_eos=True)
+                result = engine.generate(GenerationRequest(prompt_ids=prompts[i], params=params, salt=f"c{k}-{run}-{i}"))
+                counts[i] = len(result.token_ids)
+
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(k)]
+            for t in threads:
+                t.start()
+            barrier.wait()
+            started = time.perf_counter()
+            for t in threads:
+                t.join()
+            runs.append(sum(counts) / (time.perf_counter() - started))
+        rates[k] = statistics.median(runs)
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-size", choices=sorted(MODEL_SIZES), default="25m")
@@ -208,6 +247,14 @@ def main() -> None:
     parser.add_argument("--decode-prompt", type=int, default=512)
     parser.add_argument("--decode-tokens", type=int, default=128)
     parser.add_argument("--decode-runs", type=int, default=5)
+    parser.add_argument("--bandwidth-gbps", type=float, default=None,
+                        help="device memory bandwidth, for the decode ratio to the bandwidth limit")
+    parser.add_argument("--gguf", type=Path, help="a GGUF of a model to time llama.cpp on (optional)")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--concurrent-prompt", type=int, default=64)
+    parser.add_argument("--concurrent-tokens", type=int, default=96)
+    parser.add_argument("--concurrent-runs", type=int, default=3)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["ttft", "trace", "decode", "concurrency"])
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: on a shared machine, multi-threaded matmuls stall "
                              "whenever one thread is descheduled, which swamps the ratios; 0 = torch default)")
@@ -225,29 +272,81 @@ def main() -> None:
           f"torch threads {torch.get_num_threads()}, built+loaded in {time.perf_counter() - t0:.1f}s")
 
     rng = random.Random(0)
-    ttft = measure_ttft(engine, args, rng)
-    oracle = min(ttft["oracle_dynamic"], ttft["oracle_sequence"])
-    print(f"TTFT prefix {args.prefix} + suffix {args.suffix}: cold {ttft['cold'] * 1e3:.1f} ms, "
-          f"warm {ttft['warm_hot'] * 1e3:.1f} ms (buffer reused) / {ttft['warm_pool'] * 1e3:.1f} ms (pool gather), "
-          f"oracle {oracle * 1e3:.1f} ms (DynamicCache {ttft['oracle_dynamic'] * 1e3:.1f}, "
-          f"SequenceCache {ttft['oracle_sequence'] * 1e3:.1f})")
-    trace = measure_agent_trace(engine, args, rng)
-    decode = measure_decode(engine, args, rng)
-    print(f"agent trace: {trace['requests']} requests, prefill computed {trace['computed']:,.0f} tokens, "
-          f"ideal {trace['ideal']:,} tokens")
-    print(f"decode: {decode['ours']:.1f} tok/s vs transformers generate {decode['transformers']:.1f} tok/s "
-          f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens)")
+    rows = []
+    if "ttft" not in args.skip:
+        ttft = measure_ttft(engine, args, rng)
+        oracle = min(ttft["oracle_dynamic"], ttft["oracle_sequence"])
+        print(f"TTFT prefix {args.prefix} + suffix {args.suffix}: cold {ttft['cold'] * 1e3:.1f} ms, "
+              f"warm {ttft['warm_hot'] * 1e3:.1f} ms (buffer reused) / {ttft['warm_pool'] * 1e3:.1f} ms (pool gather), "
+              f"oracle {oracle * 1e3:.1f} ms (DynamicCache {ttft['oracle_dynamic'] * 1e3:.1f}, "
+              f"SequenceCache {ttft['oracle_sequence'] * 1e3:.1f})")
+        rows += [
+            ("warm / cold TTFT (buffer reused)", ttft["warm_hot"] / ttft["cold"], "<= 0.06"),
+            ("warm / cold TTFT (pool gather)", ttft["warm_pool"] / ttft["cold"], "<= 0.06"),
+            ("warm / oracle (buffer reused)", ttft["warm_hot"] / oracle, "<= 1.15"),
+            ("warm / oracle (pool gather)", ttft["warm_pool"] / oracle, "<= 1.15"),
+        ]
+    if "trace" not in args.skip:
+        trace = measure_agent_trace(engine, args, rng)
+        print(f"agent trace: {trace['requests']} requests, prefill computed {trace['computed']:,.0f} tokens, "
+              f"ideal {trace['ideal']:,} tokens")
+        rows.append(("prefill computed / ideal", trace["computed"] / trace["ideal"], "<= 1.01"))
+    if "decode" not in args.skip:
+        decode = measure_decode(engine, args, rng)
+        print(f"decode: {decode['ours']:.1f} tok/s vs transformers generate {decode['transformers']:.1f} tok/s "
+              f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens)")
+        rows.append(("decode tok/s vs generate", decode["ours"] / decode["transformers"], ">= 1.0"))
+        # Decode reads every weight once per token: tokens/s x weight bytes is the memory traffic
+        # achieved, to hold against the device's bandwidth (`--bandwidth-gbps`, e.g. 4800 for an H200).
+        weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+        achieved = decode["ours"] * weight_bytes / 1e9
+        print(f"decode memory traffic: {achieved:.1f} GB/s of weights ({weight_bytes / 1e6:.0f} MB per token)"
+              + (f", {achieved / args.bandwidth_gbps:.1%} of {args.bandwidth_gbps:.0f} GB/s" if args.bandwidth_gbps else ""))
+        if args.bandwidth_gbps:
+            rows.append(("decode / memory-bandwidth limit", achieved / args.bandwidth_gbps, "-> 1.0"))
+        llama = measure_llama_cpp(args, rng)
+        if llama is None:
+            print("llama.cpp: skipped (needs llama-cpp-python installed and --gguf MODEL.gguf)")
+        else:
+            print(f"llama.cpp ({args.gguf.name}): {llama:.1f} tok/s decode")
+            rows.append(("decode tok/s vs llama.cpp", decode["ours"] / llama, ">= 0.9"))
+    if "concurrency" not in args.skip:
+        rates = measure_concurrency(engine, args, rng)
+        print(f"concurrent sessions (prompt {args.concurrent_prompt}, {args.concurrent_tokens} tokens each, "
+              f"max_batch {engine.max_batch}, batched decode {'on' if engine.metrics()['batched_decode'] else 'off'}):")
+        print(f"  {'sessions':>8} {'aggregate tok/s':>16} {'vs 1 session':>13}   (wall time, prefill included)")
+        for k, rate in rates.items():
+            print(f"  {k:>8} {rate:16.1f} {rate / rates[min(rates)]:12.2f}x")
+        if 4 in rates and 1 in rates:
+            rows.append(("aggregate decode, 4 sessions / 1", rates[4] / rates[1], ">= 2.5"))
     print("ratios:")
-    rows = [
-        ("warm / cold TTFT (buffer reused)", ttft["warm_hot"] / ttft["cold"], "<= 0.06"),
-        ("warm / cold TTFT (pool gather)", ttft["warm_pool"] / ttft["cold"], "<= 0.06"),
-        ("warm / oracle (buffer reused)", ttft["warm_hot"] / oracle, "<= 1.15"),
-        ("warm / oracle (pool gather)", ttft["warm_pool"] / oracle, "<= 1.15"),
-        ("prefill computed / ideal", trace["computed"] / trace["ideal"], "<= 1.01"),
-        ("decode tok/s vs generate", decode["ours"] / decode["transformers"], ">= 1.0"),
-    ]
     for name, value, goal in rows:
         print(f"  {name:<36} {value:8.3f}   goal {goal}")
+
+
+def measure_llama_cpp(args, rng: random.Random) -> float | None:
+    """llama.cpp decode tokens/s on `--gguf` (same prompt length and token count), or None when
+    llama-cpp-python is not installed or no GGUF is given."""
+    if args.gguf is None:
+        return None
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    llm = Llama(model_path=str(args.gguf), n_ctx=args.decode_prompt + args.decode_tokens + 8,
+                n_threads=args.threads or None, verbose=False)
+    vocab = llm.n_vocab()
+    prompt = rand_tokens(rng, args.decode_prompt, vocab)
+    rates = []
+    for _ in range(args.decode_runs):
+        llm.reset()
+        stamps = []
+        for _token in llm.generate(prompt, temp=0.0, reset=True):
+            stamps.append(time.perf_counter())
+            if len(stamps) == args.decode_tokens:
+                break
+        rates.append((len(stamps) - 1) / (stamps[-1] - stamps[0]))
+    return statistics.median(rates)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,9 @@ class GenerationRequest:
     # (prefix length in tokens, seconds): protect each prefix of the prompt from eviction for its own
     # time to live, e.g. one pin per Anthropic cache_control mark (a 1h head, a 5m moving tail).
     pins: tuple[tuple[int, float], ...] = ()
+    # An llguidance grammar string (`hitrate.engine.constraints`): every sampled token must keep the
+    # output inside it (structured output, forced tool calls). None: unconstrained.
+    grammar: str | None = None
 
 
 StreamItem = Union[PrefillStarted, GenerationChunk, GenerationResult]

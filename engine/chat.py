@@ -34,6 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
+from hitrate.engine import chat_tools_fallback
 from hitrate.engine.api import EngineError
 from hitrate.engine.toolcalls import ToolCall
 
@@ -151,6 +152,7 @@ class ChatFormat:
         self._memory_size = memory_size
         self._prompts: OrderedDict[str, array] = OrderedDict()
         self._prompt_memo_size = prompt_memo_size
+        self._shows_tools: bool | None = None
 
     # ----------------------------------------------------------------- rendering
 
@@ -171,6 +173,34 @@ class ChatFormat:
                             continue_final=continue_final)
 
     def _render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        template_kwargs: dict[str, Any] | None,
+        *,
+        add_generation_prompt: bool,
+        continue_final: bool = False,
+    ) -> str:
+        if tools and not self.template_shows_tools():
+            messages, tools = chat_tools_fallback.hermes_in_plain_turns(messages, tools), None
+        return self._apply(messages, tools, template_kwargs, add_generation_prompt=add_generation_prompt,
+                           continue_final=continue_final)
+
+    def template_shows_tools(self) -> bool:
+        """Whether the chat template prints the `tools` it is given (checked once, by rendering a
+        probe tool); when it does not, tools go into the system turn in Hermes markup."""
+        if self._shows_tools is None:
+            try:
+                text = self._apply([{"role": "user", "content": "x"}], chat_tools_fallback.probe_tools(), None,
+                                   add_generation_prompt=True)
+                self._shows_tools = chat_tools_fallback.PROBE_NAME in text
+            except ChatTemplateError:
+                self._shows_tools = False
+            if not self._shows_tools:
+                log.info("the chat template does not print tools; they are described in the system turn instead")
+        return self._shows_tools
+
+    def _apply(
         self,
         messages: list[dict[str, Any]],
         tools: Sequence[dict[str, Any]] | None,

@@ -8,6 +8,7 @@ actual problem.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,30 @@ def looks_like_path(ref: str) -> bool:
     return ref in (".", "..") or ref.startswith(_PATH_PREFIXES) or (len(ref) > 2 and ref[1] == ":" and ref[2] in "\\/")
 
 
+def gguf_path(ref: str | Path) -> Path | None:
+    """The GGUF file `ref` names, if it names one (`model.gguf` on disk). transformers loads it
+    through `from_pretrained(folder, gguf_file=name)`, dequantising the weights to `dtype`."""
+    path = Path(str(ref)).expanduser()
+    if path.suffix.lower() != ".gguf":
+        return None
+    if not path.is_file():
+        raise EngineError(f"could not load model {str(ref)!r}: no GGUF file at {path}")
+    return path
+
+
+def gguf_chat_template(path: Path) -> str | None:
+    """The chat template stored in a GGUF's metadata (`tokenizer.chat_template`, the key llama.cpp
+    reads), which transformers' GGUF tokenizer loading does not carry over."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return None
+    field = GGUFReader(str(path)).fields.get("tokenizer.chat_template")
+    if field is None or not field.data:
+        return None
+    return bytes(field.parts[field.data[0]]).decode("utf-8")
+
+
 def resolve_source(ref: str | Path) -> tuple[str, bool]:
     """(what to pass to from_pretrained, whether it is a local folder).
 
@@ -37,7 +62,8 @@ def resolve_source(ref: str | Path) -> tuple[str, bool]:
     if not path.exists():
         raise EngineError(f"could not load model {text!r}: no model folder at {path}")
     if not path.is_dir():
-        raise EngineError(f"could not load model {text!r}: {path} is a file; give the folder that holds config.json and the weights")
+        raise EngineError(f"could not load model {text!r}: {path} is a file; give the folder that holds config.json "
+                          "and the weights, or a .gguf file")
     if not (path / "config.json").is_file():
         raise EngineError(
             f"could not load model {text!r}: {path} is not a transformers model folder (it has no config.json)"
@@ -96,9 +122,19 @@ def quiet_transformers(verbose: bool = False) -> Iterator[None]:
     level = hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    # The GGUF loader draws its "de-quantizing" bar with plain tqdm, which ignores the switch above.
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_loader
+    except ImportError:
+        gguf_loader = None
+    gguf_bar = getattr(gguf_loader, "tqdm", None)
+    if gguf_bar is not None:
+        gguf_loader.tqdm = functools.partial(gguf_bar, disable=True)
     try:
         yield
     finally:
+        if gguf_bar is not None:
+            gguf_loader.tqdm = gguf_bar
         hf_logging.set_verbosity(level)
         if bars:
             hf_logging.enable_progress_bar()

@@ -33,6 +33,7 @@ class KVLayout:
     shape: KVShape
     sliding: list[bool]  # layers with a sliding / chunked window (kept in full; the mask applies it)
     windows: list[int | None]
+    layer_types: list[str]  # per layer: "full_attention", "sliding_attention", ...
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -110,7 +111,7 @@ def kv_layout(model) -> KVLayout:
     windows = [kw.get("sliding_window") for kw in layer_kwargs]
     sliding = [t != "full_attention" for t in layer_types]
     dtype = cache.layers[0].keys.dtype
-    return KVLayout(KVShape(layers, kshape[1], kshape[3], dtype), sliding, windows)
+    return KVLayout(KVShape(layers, kshape[1], kshape[3], dtype), sliding, windows, list(layer_types))
 
 
 def accepts_logits_to_keep(model) -> bool:
@@ -157,3 +158,47 @@ def self_check(model, layout: KVLayout) -> float:
 def _probe_ids(config, n: int, device: torch.device) -> torch.Tensor:
     vocab = int(getattr(config, "vocab_size", 0) or 0) or 1000
     return (torch.arange(n, device=device) * 7919 + 11).remainder(vocab).unsqueeze(0)
+
+
+def batch_decode_check(model, layout: KVLayout) -> tuple[str | None, float, str]:
+    """Can decode steps of sequences of different lengths run as one batch here? Runs three
+    sequences of different lengths through row prefills and batched decode steps and compares
+    each step's logits with a full forward. Returns (mask implementation or None, max abs diff,
+    reason when batching is off). A model that fails is still served, one row at a time."""
+    from hitrate.engine.batch_kv import BatchKV, batching_supported
+
+    implementation = getattr(model.config, "_attn_implementation", None) or "eager"
+    reason = batching_supported(implementation, layout.layer_types, layout.windows)
+    if reason is not None:
+        return None, 0.0, reason
+    device = next(model.parameters()).device
+    kv = BatchKV(layout.shape, rows=3, capacity=4, device=device, layer_types=layout.layer_types, windows=layout.windows)
+    ids = _probe_ids(model.config, 24, device)[0].tolist()
+    seqs = [ids[:13], ids[3:8], ids[1:22]]
+    diff = scale = 0.0
+    try:
+        with torch.no_grad():
+            for row, seq in enumerate(seqs):
+                cache = kv.row_cache(row)
+                model(input_ids=torch.tensor([seq], device=device), cache=cache, use_cache=True)
+                cache.commit()
+            for step in range(2):
+                new = [(7 * step + 3 * row + 5) % max(2, model.config.vocab_size) for row in range(3)]
+                kv.ensure_capacity(max(kv.lengths) + 1)
+                cache = kv.decode_cache(3)
+                mask = kv.decode_masks(cache.positions, implementation)
+                out = model(input_ids=torch.tensor(new, device=device)[:, None], position_ids=cache.positions[:, None],
+                            attention_mask=mask, cache=cache, use_cache=True).logits[:, -1].float()
+                cache.commit([0, 1, 2])
+                for row, seq in enumerate(seqs):
+                    seq.append(new[row])
+                    full = model(input_ids=torch.tensor([seq], device=device)).logits[0, -1].float()
+                    diff = max(diff, float((full - out[row]).abs().max()))
+                    scale = max(scale, float(full.abs().max()))
+    except Exception as exc:
+        return None, 0.0, f"batched decode failed ({type(exc).__name__}: {exc})"
+    # As in `self_check`: fp32 agrees to ~1e-6; half precision rounds differently per batch shape.
+    tolerance = (1e-3 if layout.shape.dtype == torch.float32 else 0.2) * max(scale, 1.0)
+    if not diff <= tolerance:
+        return None, diff, f"batched decode logits differ from a full forward by {diff:.3g}"
+    return implementation, diff, ""

@@ -118,10 +118,32 @@ class RadixCache(HostTierMixin):
     ) -> Lease:
         """Match the longest cached prefix of `tokens` (at most `max_match` tokens), lock it and
         make room for `reserve` more tokens (default: the unmatched rest of `tokens`)."""
+        limit = len(tokens) if max_match is None else max(0, min(max_match, len(tokens)))
+        lease = self._lock_match(tokens, salt, limit)
+        matched = lease.matched
+        stats = self.stats
+        stats.queries += 1
+        stats.query_tokens += len(tokens)
+        stats.hit_tokens += matched
+        stats.host_hit_tokens += lease.reloaded
+        self._expire_pins()
+        need = (len(tokens) - matched if reserve is None else reserve) // self.page_size
+        if need > len(self._free):
+            self._evict(need - len(self._free))
+        return lease
+
+    def checkpoint(self, lease: Lease, tokens: list, write: WriteHook | None = None) -> Lease:
+        """Insert `tokens` like `finish`, but keep them locked: returns a lease ending where the
+        cached prefix of `tokens` now ends, for a request that goes on and will `finish` a longer
+        sequence later. Lets concurrent requests hit a prompt while its reply is still generating.
+        Not counted as a query."""
+        self.finish(lease, tokens, write)
+        return self._lock_match(tokens, lease.salt, len(tokens))
+
+    def _lock_match(self, tokens: list, salt: str, limit: int) -> Lease:
         root = self._roots.get(salt)
         if root is None:
             root = self._new_root(salt)
-        limit = len(tokens) if max_match is None else max(0, min(max_match, len(tokens)))
         node, matched, path = self._match(root, tokens, limit)
         reloaded = 0
         if node.value is None:  # the match runs into host-tier nodes
@@ -132,15 +154,6 @@ class RadixCache(HostTierMixin):
             if n.value is None:
                 break
             pages += n.value
-        stats = self.stats
-        stats.queries += 1
-        stats.query_tokens += len(tokens)
-        stats.hit_tokens += matched
-        stats.host_hit_tokens += reloaded
-        self._expire_pins()
-        need = (len(tokens) - matched if reserve is None else reserve) // self.page_size
-        if need > len(self._free):
-            self._evict(need - len(self._free))
         return Lease(node, matched, pages, salt, reloaded)
 
     def finish(

@@ -1,14 +1,15 @@
 """`TransformersEngine`: any transformers causal LM behind the `Engine` protocol, with an exact
-cross-request prefix cache.
+cross-request prefix cache and continuous batching.
 
-Per request (requests are serialised by one lock):
+Requests run concurrently through `scheduler.Scheduler` (one worker thread; see there for the
+step). Per request:
 1. `radix.begin` matches the prompt's longest cached prefix (at most len - 1 tokens: the last
    prompt token is always recomputed, it produces the first logits) and locks it. The stream
    yields `PrefillStarted` with that split right away, before any compute.
-2. The sequence cache is filled for positions [0, matched): kept from the previous request's
-   buffer where the tokens agree (no copy), the rest gathered from the KV pool in one op.
-3. Only prompt[matched:] goes through the model, in chunks; then decoding writes each new token's
-   K/V in place.
+2. The request's row of the batch buffer is filled for positions [0, matched): kept in place
+   where a previous request left the same tokens there, the rest copied from the KV pool.
+3. Only prompt[matched:] goes through the model, in chunks interleaved with the other requests'
+   decode steps; then every decoding request advances by one token per batched forward.
 4. `radix.finish` stores the K/V of every token the model consumed (prompt + generated, minus the
    last sampled token, which was never fed) into pool pages, so the next turn of a conversation
    hits the reply too, unlocks, and pins each of the request's `pins` for its own TTL.
@@ -16,11 +17,8 @@ Per request (requests are serialised by one lock):
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
-from pathlib import Path
 import math
+from pathlib import Path
 from typing import Iterator
 
 import torch
@@ -29,31 +27,23 @@ from hitrate.engine import loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
-    GenerationChunk,
     GenerationRequest,
     GenerationResult,
     PrefillStarted,
     SamplingParams,
     StreamItem,
 )
+from hitrate.engine.batch_kv import BatchKV
+from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.kv_pool import KVPool
-from hitrate.engine.radix import Lease, RadixCache, common_prefix_length
-from hitrate.engine.sampling import make_generator, sample, validate_params
-from hitrate.engine.seq_cache import SequenceCache
-from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
+from hitrate.engine.radix import RadixCache
+from hitrate.engine.sampling import validate_params
+from hitrate.engine.scheduler import PrefillLogits, Scheduler, make_sequence
 
 _CPU_POOL_BYTES = 1 << 30  # default pool budget on CPU
 _GPU_POOL_FRACTION = 0.4  # of the memory left free after loading the model
 _MAX_AUTO_POOL_TOKENS = 1 << 20
-
-
-@dataclass
-class _Hot:
-    """The previous request's sequence buffer: its first positions are reused when tokens agree."""
-
-    cache: SequenceCache
-    tokens: list[int]
-    salt: str
+_INITIAL_ROW_CAPACITY = 256  # positions per batch row before the first growth
 
 
 class TransformersEngine:
@@ -69,9 +59,13 @@ class TransformersEngine:
         page_size: int = 1,
         host_tier_tokens: int = 0,
         prefill_chunk: int = 4096,
+        max_batch: int = 8,
+        interleave_chunk: int = 256,
     ) -> None:
-        if page_size < 1 or prefill_chunk < 1:
-            raise ValueError("page_size and prefill_chunk must be >= 1")
+        """`max_batch`: requests running at once (each holds one row of the batch buffer; more wait).
+        `interleave_chunk`: prefill chunk while other requests are decoding."""
+        if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
+            raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
         self._tokenizer = tokenizer
         self.model_name = model_name
@@ -92,10 +86,18 @@ class TransformersEngine:
             num_pages, page_size, host_pages=host_pages, on_offload=self.pool.offload, on_reload=self.pool.reload
         )
         self._eos = _eos_ids(model, tokenizer)
-        self._lock = threading.Lock()
-        self._hot: _Hot | None = None
         self._counts = dict.fromkeys(
             ("requests", "prompt_tokens", "cached_tokens", "prefill_tokens_computed", "decode_tokens", "hot_reused_tokens"), 0
+        )
+        implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
+        self.max_batch = max_batch
+        self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
+        self.kv = BatchKV(self.layout.shape, rows=1, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
+                          layer_types=self.layout.layer_types, windows=self.layout.windows)
+        self._scheduler = Scheduler(
+            model=self.model, tokenizer=tokenizer, kv=self.kv, pool=self.pool, radix=self.radix, eos=self._eos,
+            counts=self._counts, prefill_chunk=prefill_chunk, interleave_chunk=interleave_chunk,
+            logits_to_keep=self._logits_to_keep, batch_mask_implementation=implementation, max_batch=max_batch,
         )
 
     # ------------------------------------------------------------------ construction
@@ -114,6 +116,8 @@ class TransformersEngine:
         local_files_only: bool = False,
         trust_remote_code: bool = False,
         prefill_chunk: int = 4096,
+        max_batch: int = 8,
+        interleave_chunk: int = 256,
         verbose: bool = False,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
@@ -122,12 +126,16 @@ class TransformersEngine:
 
         target = loading.resolve_target(device)
         torch_dtype = loading.resolve_dtype(dtype, target)
-        source, is_folder = loading.resolve_source(path_or_hub_id)
+        gguf = loading.gguf_path(path_or_hub_id)
+        if gguf is not None:
+            source, is_folder, extra = str(gguf.parent), True, {"gguf_file": gguf.name}
+        else:
+            (source, is_folder), extra = loading.resolve_source(path_or_hub_id), {}
         device_map = loading.device_map_for(target)
         try:
             with loading.quiet_transformers(verbose):
                 tokenizer = AutoTokenizer.from_pretrained(
-                    source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code
+                    source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code, **extra
                 )
                 model = AutoModelForCausalLM.from_pretrained(
                     source,
@@ -135,12 +143,15 @@ class TransformersEngine:
                     local_files_only=local_files_only or is_folder,
                     trust_remote_code=trust_remote_code,
                     device_map=device_map,
+                    **extra,
                 )
         except (OSError, ValueError, ImportError) as exc:
-            raise EngineError(f"could not load model {source!r}: {exc}") from exc
+            raise EngineError(f"could not load model {str(gguf or source)!r}: {exc}") from exc
+        if gguf is not None and tokenizer.chat_template is None:
+            tokenizer.chat_template = loading.gguf_chat_template(gguf)
         if device_map is None:
             model = model.to(target)
-        name = model_name or (Path(source).name if is_folder else source)
+        name = model_name or (gguf.stem if gguf is not None else Path(source).name if is_folder else source)
         return cls(
             model,
             tokenizer,
@@ -149,6 +160,8 @@ class TransformersEngine:
             page_size=page_size,
             host_tier_tokens=host_tier_tokens,
             prefill_chunk=prefill_chunk,
+            max_batch=max_batch,
+            interleave_chunk=interleave_chunk,
         )
 
     def _auto_pool_tokens(self) -> int:
@@ -176,12 +189,26 @@ class TransformersEngine:
 
     def stream(self, request: GenerationRequest) -> Iterator[StreamItem]:
         """`PrefillStarted` (cache matched, nothing computed yet), chunks as tokens are produced, then
-        the `GenerationResult`. The match is made under the engine lock, which is held from the first
-        `next()` until the generator finishes or is closed: exhaust or close it."""
+        the `GenerationResult`. Prefill starts once the consumer asks for the item after
+        `PrefillStarted`; closing the generator early frees the request's row at once (what was
+        computed stays cached)."""
         prompt = self._validate(request)
-        started = time.perf_counter()
-        with self._lock:
-            yield from self._serve(prompt, request, started)
+        seq = make_sequence(request, prompt)
+        if request.grammar is not None:
+            seq.constraint = Constraint(self._grammar_index, request.grammar)
+        seq = self._scheduler.submit(seq)
+        try:
+            while True:
+                item = seq.out.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, PrefillStarted):
+                    self._scheduler.ack(seq)
+                elif isinstance(item, GenerationResult):
+                    return
+        finally:
+            self._scheduler.cancel(seq)
 
     def metrics(self) -> dict[str, float]:
         """Counters are whole numbers (ints); `hit_rate` is the one ratio."""
@@ -195,6 +222,12 @@ class TransformersEngine:
             "prefill_tokens_computed": c["prefill_tokens_computed"],
             "prefill_tokens_saved": c["cached_tokens"],
             "decode_tokens": c["decode_tokens"],
+            "running_requests": self._scheduler.running,
+            "max_batch": self.max_batch,
+            "peak_decode_batch": self._scheduler.peak_batch,
+            "batched_decode": int(self._scheduler.batch_mask_implementation is not None),
+            "batch_rows": self.kv.rows,
+            "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),
             "hot_buffer_reused_tokens": c["hot_reused_tokens"],
             "page_size": self.page_size,
             "pool_pages_used": self.radix.used_pages,
@@ -220,23 +253,19 @@ class TransformersEngine:
         cache-served logits equal a full recompute."""
         request = GenerationRequest(prompt_ids=list(prompt_ids), params=SamplingParams(max_tokens=1), salt=salt)
         prompt = self._validate(request)
-        with self._lock:
-            lease = self.radix.begin(prompt, salt, max_match=len(prompt) - 1)
-            try:
-                cache = self._prepare(prompt, lease, len(prompt) + 1, salt)
-                logits = self._prefill(prompt[lease.matched :], cache, all_logits=True)
-            except BaseException:
-                self._fail(lease)
-                raise
-            self._commit(lease, prompt, cache, salt, pins=())
-            self._count_prompt(len(prompt), lease.matched)
-            return logits.float(), lease.matched
+        seq = self._scheduler.submit(make_sequence(request, prompt, logits_only=True))
+        try:
+            item = seq.out.get()
+        finally:
+            self._scheduler.cancel(seq)
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, PrefillLogits)
+        return item.logits, item.cached_tokens
 
     def reset_cache(self) -> None:
-        """Forget every cached prefix (e.g. after swapping weights)."""
-        with self._lock:
-            self.radix.reset()
-            self._hot = None
+        """Forget every cached prefix (e.g. after swapping weights); waits for running requests."""
+        self._scheduler.reset()
 
     # ------------------------------------------------------------------ internals
 
@@ -258,134 +287,6 @@ class TransformersEngine:
             if not _valid_pin(pin):
                 raise EngineError(f"each pin must be (prefix length in tokens >= 0, finite TTL in seconds >= 0); got {pin!r}")
         return prompt
-
-    def _serve(self, prompt: list[int], request: GenerationRequest, started: float):
-        params = request.params
-        salt = request.salt
-        lease = self.radix.begin(prompt, salt, max_match=len(prompt) - 1)
-        try:
-            yield PrefillStarted(prompt_tokens=len(prompt), cached_tokens=lease.matched)
-        except BaseException:  # closed before prefill: nothing was computed, nothing to keep
-            self.radix.abort(lease)
-            raise
-        seq = list(prompt)  # tokens whose K/V is in `cache`
-        generated: list[int] = []
-        try:
-            # Room for a typical reply up front; longer generations grow the buffer by doubling.
-            cache = self._prepare(prompt, lease, len(prompt) + min(params.max_tokens, 512), salt)
-            logits = self._prefill(prompt[lease.matched :], cache, all_logits=False)[-1]
-            self._count_prompt(len(prompt), lease.matched)
-            rng = make_generator(params, self.device)
-            decoder = IncrementalDecoder(self._tokenizer, prompt)
-            text = StopStringFilter(params.stop)
-            token = sample(logits, params, rng)
-            ttft = time.perf_counter() - started
-            finish_reason = "length"
-            while True:
-                generated.append(token)
-                if token in self._eos and not params.ignore_eos:
-                    finish_reason = "stop"
-                    yield GenerationChunk(token_ids=[token], text=text.flush())
-                    break
-                delta = text.push(decoder.push(token))
-                if text.stopped:
-                    finish_reason = "stop"
-                    yield GenerationChunk(token_ids=[token], text=delta)
-                    break
-                if len(generated) >= params.max_tokens:
-                    yield GenerationChunk(token_ids=[token], text=delta + text.flush())
-                    break
-                yield GenerationChunk(token_ids=[token], text=delta)
-                logits = self._forward([token], cache, keep_all=False)[0, -1]
-                seq.append(token)
-                self._counts["decode_tokens"] += 1
-                token = sample(logits, params, rng)
-        except GeneratorExit:
-            # The consumer stopped reading (client went away): keep what was computed.
-            self._commit(lease, seq, cache, salt, request.pins)
-            raise
-        except BaseException:
-            self._fail(lease)
-            raise
-        self._commit(lease, seq, cache, salt, request.pins)
-        yield GenerationResult(
-            token_ids=generated,
-            text=text.text,
-            finish_reason=finish_reason,
-            prompt_tokens=len(prompt),
-            cached_tokens=lease.matched,
-            completion_tokens=len(generated),
-            ttft_s=ttft,
-            total_s=time.perf_counter() - started,
-        )
-
-    def _prepare(self, prompt: list[int], lease: Lease, capacity: int, salt: str) -> SequenceCache:
-        """A sequence cache holding the K/V of prompt[:lease.matched]."""
-        matched = lease.matched
-        hot = self._hot
-        self._hot = None  # the buffer is about to change; it becomes hot again at commit
-        valid = 0
-        if hot is not None:
-            cache = hot.cache
-            if hot.salt == salt and matched:
-                valid = min(matched, common_prefix_length(hot.tokens, prompt))
-            cache.truncate(valid)
-            cache.ensure_capacity(capacity)
-            self._counts["hot_reused_tokens"] += valid
-        else:
-            shape = self.layout.shape
-            cache = SequenceCache(
-                layers=shape.layers,
-                kv_heads=shape.kv_heads,
-                head_dim=shape.head_dim,
-                capacity=capacity,
-                dtype=shape.dtype,
-                device=self.device,
-                sliding=self.layout.sliding,
-            )
-        if matched > valid:
-            cache.load_from(self.pool, lease.pages, valid, matched)
-        return cache
-
-    def _prefill(self, suffix: list[int], cache: SequenceCache, *, all_logits: bool) -> torch.Tensor:
-        chunks = range(0, len(suffix), self.prefill_chunk)
-        outputs = []
-        for start in chunks:
-            piece = suffix[start : start + self.prefill_chunk]
-            last = start + self.prefill_chunk >= len(suffix)
-            if all_logits or last:
-                outputs.append(self._forward(piece, cache, keep_all=all_logits)[0])
-            else:
-                self._forward(piece, cache, keep_all=False)
-        self._counts["prefill_tokens_computed"] += len(suffix)
-        return torch.cat(outputs) if len(outputs) > 1 else outputs[0]
-
-    def _forward(self, ids: list[int], cache: SequenceCache, *, keep_all: bool) -> torch.Tensor:
-        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        kwargs = {} if keep_all or not self._logits_to_keep else {"logits_to_keep": 1}
-        with torch.inference_mode():
-            return self.model(input_ids=input_ids, cache=cache, use_cache=True, **kwargs).logits
-
-    def _commit(
-        self, lease: Lease, seq: list[int], cache: SequenceCache, salt: str, pins: tuple[tuple[int, float], ...]
-    ) -> None:
-        seq = seq[: cache.length]
-
-        def write(start: int, end: int, pages) -> None:
-            self.pool.write(pages, cache.kv_slice(start, end))
-
-        self.radix.finish(lease, seq, write, pins=[(min(n, len(seq)), ttl) for n, ttl in pins])
-        self._hot = _Hot(cache, seq, salt)
-
-    def _fail(self, lease: Lease) -> None:
-        self.radix.abort(lease)
-        self._hot = None
-
-    def _count_prompt(self, prompt_tokens: int, cached: int) -> None:
-        c = self._counts
-        c["requests"] += 1
-        c["prompt_tokens"] += prompt_tokens
-        c["cached_tokens"] += cached
 
 
 def _valid_pin(pin) -> bool:

@@ -1,7 +1,8 @@
 """HTTP server: OpenAI- and Anthropic-compatible endpoints over one `Engine`.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` and
-`POST /v1/messages/count_tokens` (Anthropic), `GET /v1/models`, `GET /health`, `GET /metrics`.
+Routes: `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/completions` (OpenAI), `POST /v1/messages` and
+`POST /v1/messages/count_tokens` (Anthropic), `POST /tokenize` and `POST /detokenize` (vLLM's
+shapes), `GET /v1/models`, `GET /health`, `GET /metrics`.
 
 Cache salt (tenant isolation of the prefix cache): the `X-Cache-Salt` header, else the body field
 `cache_salt` (vLLM's name for it), else none. The OpenAI `user` / `safety_identifier` and Anthropic
@@ -10,7 +11,7 @@ monitoring, and both providers share cache entries across the users of one organ
 salting on them would silently cut hit rates for the common "one system prompt, many users" case.
 
 Engine calls never run on the event loop: encoding and non-streamed generation go to worker
-threads, streams run in a thread of their own (`ThreadedStream`). The engine serialises them.
+threads, streams run in a thread of their own (`ThreadedStream`). The engine batches them.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hitrate.engine import server_streams, wire_anthropic, wire_openai
+from hitrate.engine import wire_anthropic, wire_completions, wire_openai, wire_responses
 from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult, PrefillStarted
-from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError
+from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError, ThreadedStream
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,12 @@ class ServerStats:
         self.completion_tokens = 0
 
     def record(self, reply: Reply) -> None:
-        self.prompt_tokens += reply.result.prompt_tokens
-        self.cached_tokens += reply.result.cached_tokens
-        self.completion_tokens += reply.result.completion_tokens
+        self.record_result(reply.result)
+
+    def record_result(self, result: GenerationResult) -> None:
+        self.prompt_tokens += result.prompt_tokens
+        self.cached_tokens += result.cached_tokens
+        self.completion_tokens += result.completion_tokens
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -173,7 +177,7 @@ def create_app(
                 include_usage = bool(body.stream_options and body.stream_options.include_usage)
                 return await _stream_response(
                     service, prepared,
-                    lambda items, _started: server_streams.openai_events(
+                    lambda items, _started: wire_openai.stream_events(
                         ids, items, include_usage, on_reply=stats.record, on_error=_count_error(stats, "openai")),
                 )
             reply = await service.complete_async(prepared)
@@ -190,21 +194,91 @@ def create_app(
             prepared = await service.prepare_async(chat_request)
             message_id = wire_anthropic.new_message_id()
             if body.stream:
-                return await _stream_response(
+                return _with_notices(chat_request.notices, await _stream_response(
                     service, prepared,
-                    lambda items, started: server_streams.anthropic_events(
+                    lambda items, started: wire_anthropic.stream_events(
                         prepared, message_id, body.model, items, started,
                         on_reply=stats.record, on_error=_count_error(stats, "anthropic")),
-                )
+                ))
             if body.max_tokens == 0:
                 reply = await _to_thread(_prewarm, service, prepared)
             else:
                 reply = await service.complete_async(prepared)
             stats.record(reply)
-            return JSONResponse(wire_anthropic.message(message_id, body.model, prepared, reply,
-                                                       prewarm=body.max_tokens == 0))
+            return _with_notices(chat_request.notices, JSONResponse(
+                wire_anthropic.message(message_id, body.model, prepared, reply, prewarm=body.max_tokens == 0)))
 
         return await handle(request, "anthropic", run)
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            body, chat_request = wire_responses.parse_request(payload, salt_header=request.headers.get(SALT_HEADER))
+            check_model(body.model)
+            prepared = await service.prepare_async(chat_request)
+            ids = wire_responses.ResponseIds(body.model)
+            if body.stream:
+                return await _stream_response(
+                    service, prepared,
+                    lambda items, _started: wire_responses.stream_events(
+                        ids, body, items, on_reply=stats.record, on_error=_count_error(stats, "responses")),
+                )
+            reply = await service.complete_async(prepared)
+            stats.record(reply)
+            return JSONResponse(wire_responses.response(ids, body, reply))
+
+        return await handle(request, "responses", run)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            body, generation = wire_completions.parse_completion(
+                payload, engine.tokenizer, salt_header=request.headers.get(SALT_HEADER))
+            check_model(body.model)
+            ids = wire_completions.CompletionIds(body.model)
+            if not body.stream:
+                result = await _to_thread(engine.generate, generation)
+                stats.record_result(result)
+                return JSONResponse(wire_completions.completion(ids, result))
+            stream = ThreadedStream(lambda: engine.stream(generation))
+            stream.start()
+            iterator = stream.__aiter__()
+            await iterator.__anext__()  # PrefillStarted, or the engine's refusal as a plain 4xx
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+            async def events() -> AsyncIterator[str]:
+                try:
+                    async for event in wire_completions.stream_events(ids, iterator, include_usage,
+                                                                      stats.record_result):
+                        yield event
+                finally:
+                    stream.cancel()
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+        return await handle(request, "completions", run)
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            model, body = await _to_thread(wire_completions.tokenize, payload, engine.tokenizer, service.chat,
+                                           engine.max_context)
+            if model is not None:
+                check_model(model)
+            return JSONResponse(body)
+
+        return await handle(request, "tokenize", run)
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request) -> Response:
+        async def run(payload: Any) -> Response:
+            model, body = wire_completions.detokenize(payload, engine.tokenizer, len(engine.tokenizer))
+            if model is not None:
+                check_model(model)
+            return JSONResponse(body)
+
+        return await handle(request, "detokenize", run)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens(request: Request) -> Response:
@@ -220,6 +294,17 @@ def create_app(
 
 class _UnknownModel(Exception):
     pass
+
+
+NOTICE_HEADER = "hitrate-notice"
+
+
+def _with_notices(notices: Sequence[str], response: Response) -> Response:
+    """Parameters accepted but not honoured (e.g. `thinking` for a model that cannot think), said in
+    a response header: neither wire format has a field for warnings."""
+    if notices:
+        response.headers[NOTICE_HEADER] = "; ".join(notices)
+    return response
 
 
 def _count_error(stats: ServerStats, api: str) -> Callable[[], None]:

@@ -26,6 +26,7 @@ from hitrate.engine.api import (
     PrefillStarted,
     SamplingParams,
 )
+from hitrate.engine import constraints
 from hitrate.engine.chat import ChatFormat, ChatMessage
 from hitrate.engine.toolcalls import ParsedReply, ToolCall, ToolCallStreamSplitter, parse_tool_calls
 
@@ -57,6 +58,13 @@ class MarkedPrefix:
     ttl_s: float
 
 
+@dataclass(frozen=True)
+class ForcedToolCall:
+    """The reply must be one tool call (OpenAI tool_choice "required" / named, Anthropic any / tool)."""
+
+    name: str | None = None  # None: any of the offered tools
+
+
 @dataclass
 class ChatRequest:
     """One chat call in wire-neutral form. `tools` use the OpenAI function schema (HF templates' input)."""
@@ -74,6 +82,9 @@ class ChatRequest:
     marks: list[MarkedPrefix] = field(default_factory=list)
     pin_whole_prompt_ttl_s: float | None = None  # Anthropic's top-level (automatic) cache_control
     call_id_prefix: str = "call_"  # ids for parsed tool calls: OpenAI "call_...", Anthropic "toolu_..."
+    grammar: str | None = None  # llguidance grammar the reply must follow (`hitrate.engine.constraints`)
+    forced_tool: ForcedToolCall | None = None
+    notices: tuple[str, ...] = ()  # request parameters accepted but not honoured, said back to the client
 
     @property
     def tool_names(self) -> list[str]:
@@ -128,7 +139,7 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class ChatService:
-    """Chat on top of an `Engine`. Thread-safe; the engine itself serialises generation."""
+    """Chat on top of an `Engine`. Thread-safe; the engine batches concurrent generations."""
 
     def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096,
                  cap_max_tokens: bool = False) -> None:
@@ -165,6 +176,12 @@ class ChatService:
         else:
             max_tokens = request.max_tokens
         pins = self._pins(request, ids)
+        grammar = request.grammar
+        if request.forced_tool is not None:
+            try:
+                grammar = constraints.tool_call_grammar(request.tools, request.forced_tool.name, self.engine.tokenizer)
+            except (EngineError, ValueError) as exc:
+                raise RequestError(f"tool_choice: {exc}", param="tool_choice") from exc
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=request.temperature,
@@ -173,7 +190,7 @@ class ChatService:
             seed=request.seed,
         )
         generation = GenerationRequest(prompt_ids=ids, params=params, salt=request.salt,
-                                       pins=tuple(sorted(pins.items())))
+                                       pins=tuple(sorted(pins.items())), grammar=grammar)
         return PreparedCall(request=request, generation=generation)
 
     def _pins(self, request: ChatRequest, ids: list[int]) -> dict[int, float]:

@@ -221,3 +221,87 @@ def count_parameters(path: str | Path) -> int:
 
     model = AutoModelForCausalLM.from_pretrained(str(path))
     return sum(p.numel() for p in model.parameters())
+
+
+def write_tiny_gguf(folder: str | Path, out_path: str | Path) -> Path:
+    """Write a tiny Llama folder from `build_tiny_model` as a GGUF file (f32 tensors, the byte-level
+    BPE tokenizer and the chat template), laid out as llama.cpp's `convert_hf_to_gguf.py` writes
+    a Llama: llama.cpp tensor names, and Q/K rows permuted into llama.cpp's rotary order (which
+    transformers' GGUF loader undoes)."""
+    import json
+
+    import gguf
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    folder, out = Path(folder), Path(out_path)
+    config = json.loads((folder / "config.json").read_text())
+    if config.get("model_type") != "llama":
+        raise ValueError("write_tiny_gguf writes Llama models only")
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tok_config = json.loads((folder / "tokenizer_config.json").read_text())
+    weights = load_file(str(folder / "model.safetensors"))
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    hidden = config["hidden_size"]
+
+    def permute(w, n_head: int):
+        return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    vocab = dict(tok["model"]["vocab"])
+    specials = set()
+    for added in tok.get("added_tokens", []):
+        vocab[added["content"]] = added["id"]
+        if added.get("special"):
+            specials.add(added["id"])
+    size = max(config["vocab_size"], max(vocab.values()) + 1)
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    for text, index in vocab.items():
+        tokens[index] = text
+    types = [gguf.TokenType.CONTROL if i in specials else gguf.TokenType.NORMAL for i in range(size)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
+
+    writer = gguf.GGUFWriter(str(out), "llama")
+    writer.add_name(folder.name)
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_dimension_count(hidden // heads)
+    writer.add_rope_freq_base(float(config.get("rope_theta") or config.get("rope_parameters", {}).get("rope_theta", 10000.0)))
+    writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_vocab_size(size)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_eos_token_id(vocab[tok_config["eos_token"]])
+    writer.add_bos_token_id(config["bos_token_id"])
+    writer.add_pad_token_id(vocab[tok_config["pad_token"]])
+    writer.add_chat_template(tok_config.get("chat_template") or CHAT_TEMPLATE)
+
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    per_layer = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+                 "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+                 "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    for i in range(config["num_hidden_layers"]):
+        for hf, cpp in per_layer.items():
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{cpp}.weight"
+    for hf_name, cpp_name in names.items():
+        if hf_name not in weights:
+            continue
+        w = weights[hf_name].astype(np.float32)
+        if cpp_name.endswith("attn_q.weight"):
+            w = permute(w, heads)
+        elif cpp_name.endswith("attn_k.weight"):
+            w = permute(w, kv_heads)
+        writer.add_tensor(cpp_name, np.ascontiguousarray(w))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out

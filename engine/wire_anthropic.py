@@ -13,12 +13,14 @@ marks nothing is reported as written and the uncached remainder is `input_tokens
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, AsyncIterator, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from hitrate.engine import constraints, wire_sse
+from hitrate.engine.api import EngineError, PrefillStarted
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
+from hitrate.engine.serving import ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
 from hitrate.engine.toolcalls import ToolCall
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -238,21 +240,32 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesReq
         raise RequestError(validation_message(exc)) from exc
     if body.top_k is not None:
         raise RequestError("top_k is not supported by this server; use temperature and top_p", param="top_k")
+    notices: tuple[str, ...] = ()
     if body.thinking and body.thinking.get("type") not in (None, "disabled"):
-        raise RequestError("extended thinking parameters are not supported; a reasoning model's thinking is "
-                           "returned inside its text", param="thinking")
-    if body.output_config and body.output_config.get("format"):
-        raise RequestError("output_config.format (structured output) needs constrained decoding, which this "
-                           "server does not do", param="output_config")
-    parse_calls = True
-    if body.tool_choice is not None:
-        if body.tool_choice.type in ("any", "tool"):
-            raise RequestError("tool_choice 'any' or 'tool' needs constrained decoding, which this server does "
-                               "not do; use 'auto' or 'none'", param="tool_choice")
-        parse_calls = body.tool_choice.type != "none"
+        # Accepted and ignored, as Anthropic documents for models without extended thinking: the
+        # reply simply has no thinking blocks. The `hitrate-notice` response header says so.
+        notices = ("thinking ignored: this model has no extended thinking; the reply has no thinking blocks",)
     if body.max_tokens == 0 and body.stream:
         raise RequestError("max_tokens: 0 (cache pre-warm) cannot be streamed", param="max_tokens")
     tools = _tools(body.tools)
+    grammar = _output_format_grammar(body.output_config)
+    forced = None
+    parse_calls = True
+    if body.tool_choice is not None:
+        parse_calls = body.tool_choice.type != "none"
+        if body.tool_choice.type in ("any", "tool"):
+            if grammar is not None:
+                raise RequestError("tool_choice that forces a call cannot be combined with output_config.format",
+                                   param="tool_choice")
+            if body.tool_choice.type == "tool" and not body.tool_choice.name:
+                raise RequestError("tool_choice of type 'tool' needs a name", param="tool_choice")
+            if not tools:
+                raise RequestError("tool_choice forces a tool call, but no tools are offered", param="tool_choice")
+            name = body.tool_choice.name if body.tool_choice.type == "tool" else None
+            if name is not None and name not in [t["function"]["name"] for t in tools]:
+                raise RequestError(f"tool_choice names {name!r}, which is not among the tools offered",
+                                   param="tool_choice")
+            forced = ForcedToolCall(name)
     salt = salt_header if salt_header is not None else (body.cache_salt or "")
     request = ChatRequest(
         messages=_conversation(body),
@@ -266,8 +279,26 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesReq
         marks=_marks(body, tools),
         pin_whole_prompt_ttl_s=TTL_SECONDS[body.cache_control.ttl] if body.cache_control else None,
         call_id_prefix="toolu_",
+        grammar=grammar,
+        forced_tool=forced,
+        notices=notices,
     )
     return body, request
+
+
+def _output_format_grammar(output_config: dict[str, Any] | None) -> str | None:
+    """`output_config.format` (`{"type": "json_schema", "schema": {...}}`, Anthropic structured
+    outputs) as a grammar; None when absent."""
+    fmt = (output_config or {}).get("format")
+    if not fmt:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise RequestError("output_config.format must be {'type': 'json_schema', 'schema': {...}}",
+                           param="output_config")
+    try:
+        return constraints.json_schema_grammar(fmt["schema"])
+    except (EngineError, ValueError) as exc:
+        raise RequestError(f"output_config.format: {exc}", param="output_config") from exc
 
 
 def count_tokens_request(payload: Any) -> ChatRequest:
@@ -339,3 +370,87 @@ def message(message_id: str, model: str, prepared: PreparedCall, reply: Reply, *
         "stop_sequence": reply.stop_sequence,
         "usage": usage(prepared, r.prompt_tokens, r.cached_tokens, r.completion_tokens),
     }
+
+# --------------------------------------------------------------------- stream
+# `message_start` (with the usage split already exact, as Anthropic sends it), per block
+# `content_block_start` / `content_block_delta` / `content_block_stop` (text first, then one
+# `tool_use` block per call with its input as one `input_json_delta`), `message_delta` (stop
+# reason and usage), `message_stop`. An engine failure after the stream started is sent as an
+# `error` event.
+
+
+async def stream_events(
+    prepared: PreparedCall,
+    message_id: str,
+    model: str,
+    items: AsyncIterator[str | Reply],
+    started: PrefillStarted | None,
+    *,
+    on_reply: Callable[[Reply], None],
+    on_error: Callable[[], None],
+) -> AsyncIterator[str]:
+    if started is not None:
+        # Anthropic reports the read / written / uncached split in message_start already, and
+        # clients may take it from there; the engine's match for this request makes it exact.
+        start_usage = usage(prepared, started.prompt_tokens, started.cached_tokens, 0)
+    else:
+        # An engine that does not announce its prefill: the prompt counts as input for now and the
+        # cache fields stay unset; message_delta then carries the final split, which clients (the
+        # SDK's stream accumulator included) apply over message_start's values.
+        start_usage = {"input_tokens": prepared.prompt_tokens, "output_tokens": 0}
+    yield wire_sse.event("message_start", {
+        "type": "message_start",
+        "message": {"id": message_id, "type": "message", "role": "assistant", "content": [], "model": model,
+                    "stop_reason": None, "stop_sequence": None, "usage": start_usage},
+    })
+    index = 0
+    text_open = False
+
+    def text_delta(text: str) -> list[str]:
+        nonlocal text_open
+        events = []
+        if not text_open:
+            text_open = True
+            events.append(wire_sse.event("content_block_start", {"type": "content_block_start", "index": index,
+                                                         "content_block": {"type": "text", "text": ""}}))
+        events.append(wire_sse.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                     "delta": {"type": "text_delta", "text": text}}))
+        return events
+
+    reply: Reply | None = None
+    try:
+        async for item in items:
+            if isinstance(item, Reply):
+                reply = item
+            elif item:
+                for event in text_delta(item):
+                    yield event
+    except Exception as exc:
+        on_error()
+        internal, message = wire_sse.failure(exc)
+        yield wire_sse.event("error", error_body(message, type_="api_error" if internal else "invalid_request_error"))
+        return
+    assert reply is not None
+    on_reply(reply)
+    if not text_open and not reply.tool_calls:
+        for event in text_delta(""):  # an empty reply is still one (empty) text block
+            yield event
+    if text_open:
+        yield wire_sse.event("content_block_stop", {"type": "content_block_stop", "index": index})
+        index += 1
+    for call in reply.tool_calls:
+        yield wire_sse.event("content_block_start", {
+            "type": "content_block_start", "index": index,
+            "content_block": {"type": "tool_use", "id": call.id, "name": call.name, "input": {}},
+        })
+        yield wire_sse.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                             "delta": {"type": "input_json_delta", "partial_json": call.arguments_json()}})
+        yield wire_sse.event("content_block_stop", {"type": "content_block_stop", "index": index})
+        index += 1
+    r = reply.result
+    yield wire_sse.event("message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason(reply), "stop_sequence": reply.stop_sequence},
+        "usage": usage(prepared, r.prompt_tokens, r.cached_tokens, r.completion_tokens),
+    })
+    yield wire_sse.event("message_stop", {"type": "message_stop"})

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, AsyncIterator, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hitrate.engine import constraints, wire_sse
+from hitrate.engine.api import EngineError
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, Reply, RequestError, validation_message
+from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message
 from hitrate.engine.toolcalls import ToolCall
 
 
@@ -119,9 +121,9 @@ def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
             raise RequestError(f"{name} is not supported by this server (send 0 or omit it)", param=name)
     if body.logit_bias:
         raise RequestError("logit_bias is not supported by this server", param="logit_bias")
-    if body.response_format and body.response_format.get("type") not in (None, "text"):
-        raise RequestError("response_format other than text needs constrained decoding, which this server "
-                           "does not do", param="response_format")
+    tools = [t.model_dump(exclude_none=True) for t in body.tools or []]
+    grammar = response_format_grammar(body.response_format)
+    forced = None
     parse_calls = True
     choice = body.tool_choice
     if choice in (None, "auto"):
@@ -129,8 +131,10 @@ def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
     elif choice == "none":
         parse_calls = False  # the tools stay in the prompt (so its cache survives), calls are not parsed
     else:
-        raise RequestError("tool_choice 'required' or a named function needs constrained decoding, which this "
-                           "server does not do; use 'auto' or 'none'", param="tool_choice")
+        if grammar is not None:
+            raise RequestError("tool_choice that forces a call cannot be combined with a response_format",
+                               param="tool_choice")
+        forced = forced_call(choice, tools)
 
     messages: list[ChatMessage] = []
     tool_names_by_call: dict[str, str] = {}
@@ -155,7 +159,7 @@ def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     return ChatRequest(
         messages=messages,
-        tools=[t.model_dump(exclude_none=True) for t in body.tools or []],
+        tools=tools,
         max_tokens=body.max_completion_tokens or body.max_tokens,
         temperature=1.0 if body.temperature is None else body.temperature,
         top_p=1.0 if body.top_p is None else body.top_p,
@@ -165,7 +169,49 @@ def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
         parse_tool_calls=parse_calls,
         template_kwargs=body.chat_template_kwargs,
         call_id_prefix="call_",
+        grammar=grammar,
+        forced_tool=forced,
     )
+
+
+def response_format_grammar(response_format: dict[str, Any] | None) -> str | None:
+    """`response_format` (OpenAI: `{"type": "json_object"}` or `{"type": "json_schema", "json_schema":
+    {"name": ..., "schema": {...}, "strict": ...}}`) as a grammar; None for text."""
+    kind = (response_format or {}).get("type")
+    try:
+        if kind in (None, "text"):
+            return None
+        if kind == "json_object":
+            return constraints.json_object_grammar()
+        if kind == "json_schema":
+            spec = response_format.get("json_schema") or {}
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            if not isinstance(schema, dict):
+                raise RequestError("response_format json_schema needs json_schema.schema (a JSON object)",
+                                   param="response_format")
+            return constraints.json_schema_grammar(schema)
+    except RequestError:
+        raise
+    except (EngineError, ValueError) as exc:
+        raise RequestError(f"response_format: {exc}", param="response_format") from exc
+    raise RequestError(f"response_format type {kind!r} is not supported; use text, json_object or json_schema",
+                       param="response_format")
+
+
+def forced_call(choice: str | dict[str, Any], tools: list[dict[str, Any]]) -> ForcedToolCall:
+    """`tool_choice` "required" (any tool) or `{"type": "function", "function": {"name": ...}}`."""
+    if choice == "required":
+        name = None
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
+        name = choice["function"].get("name")
+    else:
+        raise RequestError("tool_choice must be 'auto', 'none', 'required' or "
+                           "{'type': 'function', 'function': {'name': ...}}", param="tool_choice")
+    if not tools:
+        raise RequestError("tool_choice forces a tool call, but no tools are offered", param="tool_choice")
+    if name is not None and name not in [t.get("function", {}).get("name") for t in tools]:
+        raise RequestError(f"tool_choice names {name!r}, which is not among the tools offered", param="tool_choice")
+    return ForcedToolCall(name)
 
 
 def parse_request(payload: Any, *, salt_header: str | None) -> tuple[ChatCompletionRequest, ChatRequest]:
@@ -253,3 +299,43 @@ def usage_chunk(ids: CompletionIds, reply: Reply) -> dict[str, Any]:
         "choices": [],
         "usage": usage(reply),
     }
+
+# --------------------------------------------------------------------- stream
+# `data: {chat.completion.chunk}` lines: a role chunk, content deltas, tool calls (each whole, in
+# one delta), a chunk with `finish_reason`, then (with `stream_options.include_usage`) a chunk
+# with empty `choices` and the usage, then `data: [DONE]`. An engine failure after the stream
+# started is sent as an error object in the stream.
+
+
+async def stream_events(
+    ids: CompletionIds,
+    items: AsyncIterator[str | Reply],
+    include_usage: bool,
+    *,
+    on_reply: Callable[[Reply], None],
+    on_error: Callable[[], None],
+) -> AsyncIterator[str]:
+    def line(delta: dict[str, Any], finish: str | None = None) -> str:
+        return wire_sse.data(chunk(ids, delta, finish, with_usage_field=include_usage))
+
+    yield line({"role": "assistant", "content": ""})
+    reply: Reply | None = None
+    try:
+        async for item in items:
+            if isinstance(item, Reply):
+                reply = item
+            elif item:
+                yield line({"content": item})
+    except Exception as exc:  # the engine failed mid-stream: tell the client in OpenAI's error shape
+        on_error()
+        internal, message = wire_sse.failure(exc)
+        yield wire_sse.data(error_body(message, type_="server_error" if internal else "invalid_request_error"))
+        return
+    assert reply is not None
+    on_reply(reply)
+    if reply.tool_calls:
+        yield line(tool_call_deltas(reply.tool_calls))
+    yield line({}, reply.finish)
+    if include_usage:
+        yield wire_sse.data(usage_chunk(ids, reply))
+    yield "data: [DONE]\n\n"

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hitrate.harness.cli import add_command
-from hitrate.harness.models import ModelSpecError
+from hitrate.harness.cli import add_command, require_extra
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +24,10 @@ def demo_command(
     A fixed subset of the bundled eval suite is replayed through the bundled engine with a tiny
     random-weight model in both layouts, then reported. A caching demonstration, not model
     quality. Exits 1 if a task did not pass."""
+    require_extra("local", "hitrate demo (it serves a tiny model with the bundled engine)")
+    require_extra("evals", "hitrate demo (it draws the report's pictures)")
     from hitrate.evals.demo import run_demo
+    from hitrate.harness.models import ModelSpecError
 
     try:
         result = run_demo(db=db, cache=cache, workers=workers)

@@ -5,22 +5,18 @@ from __future__ import annotations
 import threading
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from hitrate.evals.progress import RichProgress
-from hitrate.evals.replay import ReplayError
-from hitrate.evals.runner import EvalError, EvalRun, run_eval
-from hitrate.evals.settings import EvalSettings
-from hitrate.evals.shard import parse_shard
-from hitrate.evals.task import SuiteFormatError, resolve_suite_path
 from hitrate.harness.cli import add_command
-from hitrate.harness.defaults import default_model
-from hitrate.harness.models import ModelSpecError
-from hitrate.store.ledger import Ledger, default_ledger_path
+
+# The runner, the agent and the provider SDKs load when the command runs, not for `hitrate --help`.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hitrate.evals.runner import EvalRun
+    from hitrate.evals.settings import EvalSettings
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1  # infra errors left: `--resume` runs those tasks again
@@ -48,16 +44,23 @@ def register(app: typer.Typer) -> None:
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     console = Console()
     return console if console.is_terminal else Console(width=160)
 
 
 def _fail(console: Console, message: str, code: int = EXIT_USAGE) -> NoReturn:
+    from rich.markup import escape
+
     console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
 def _nonce_of(db: Path, run_id: str) -> str:
+    from hitrate.evals.runner import EvalError
+    from hitrate.store.ledger import Ledger
+
     with Ledger(db) as ledger:
         try:
             run = ledger.get_run(run_id)
@@ -70,6 +73,10 @@ def _nonce_of(db: Path, run_id: str) -> str:
 
 
 def _stored_settings(db: Path, run_id: str) -> EvalSettings:
+    from hitrate.evals.runner import EvalError
+    from hitrate.evals.settings import EvalSettings
+    from hitrate.store.ledger import Ledger
+
     if not db.exists():
         raise EvalError(f"no run {run_id!r} in {db} to resume (no ledger there)")
     with Ledger(db) as ledger:
@@ -86,6 +93,8 @@ def _stored_settings(db: Path, run_id: str) -> EvalSettings:
 def _resume_clashes(db: Path, run_id: str, given: dict[str, object]) -> list[str]:
     """Options given with --resume whose value differs from the run's own, as "--model differs
     (run: a, given: b)"."""
+    from hitrate.evals.task import resolve_suite_path
+
     stored = _stored_settings(db, run_id)
     nonce_from = given["--nonce-from"]
     run_value: dict[str, object] = {
@@ -136,6 +145,16 @@ def eval_command(
     Each task runs in a fresh copy of its workspace, under its limits. Every call goes to the
     ledger, tagged with the run, task, session, layout and cache mode. Exit codes: 0 finished,
     1 infra errors left (rerun them with --resume), 2 bad arguments, 130 interrupted."""
+    from hitrate.evals.progress import RichProgress
+    from hitrate.evals.replay import ReplayError
+    from hitrate.evals.runner import EvalError, run_eval
+    from hitrate.evals.settings import EvalSettings
+    from hitrate.evals.shard import parse_shard
+    from hitrate.evals.task import SuiteFormatError, resolve_suite_path
+    from hitrate.harness.defaults import default_model
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.store.ledger import default_ledger_path
+
     console = _console()
     db_path = db or default_ledger_path()
     settings: EvalSettings | None = None
@@ -195,6 +214,8 @@ def eval_command(
 
 
 def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool) -> None:
+    from rich.markup import escape
+
     ran = len(result.results)
     console.print(
         f"run [bold]{result.run_id}[/bold]: {result.status}; {ran} task(s) run"

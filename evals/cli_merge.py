@@ -6,13 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from hitrate.evals.merge import MergeError, merge_ledgers
 from hitrate.harness.cli import add_command
-from hitrate.store.ledger_schema import LedgerVersionError
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +22,13 @@ def merge_command(
 
     The shards come from `hitrate eval --run-id ... --shard i/n`. Rows are united by their unique
     ids: merging again adds nothing."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hitrate.evals.merge import MergeError, merge_ledgers
+    from hitrate.store.ledger_schema import LedgerVersionError
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # piped output: no wrapping mid-path

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from hitrate.evals.plots import report_figures, save
-from hitrate.evals.report import Report, ReportError, load_report
-from hitrate.evals.report_render import html, tables
 from hitrate.harness.cli import add_command
-from hitrate.store.ledger import ENV_DB
+
+# Reports, jinja2 and matplotlib load when the command runs, not for `hitrate --help`.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hitrate.evals.report import Report
 
 FORMATS = ("table", "json", "html")
 
@@ -41,7 +41,12 @@ def report_command(
             "without prices such as the local engine. Labelled 'priced as MODEL' everywhere; the ledger is not changed.",
         ),
     ] = None,
-    db: Annotated[Optional[Path], typer.Option("--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory).")] = None,
+    db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data directory).")] = None,
+    prices: Annotated[
+        Optional[Path],
+        typer.Option("--prices", help="Price file for --price-as (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, "
+                     "the config file's `prices`, else the shipped prices). Without --price-as the ledger's own costs are shown."),
+    ] = None,
 ) -> None:
     """Report eval runs: pass rate, cost per passed task, tokens, cache hits and misses.
 
@@ -49,14 +54,24 @@ def report_command(
     tokens per bucket, hit ratio and share of calls with a hit, miss reasons, task wall time and
     TTFT at p50 / p90 — one block per model, layout and cache mode; pass@1 and pass@2 apart for
     runs with --tries 2."""
+    from rich.console import Console
+
+    from hitrate.evals.report import ReportError, load_report
+    from hitrate.harness.cli import require_extra
+
+    if fmt == "html" or pictures is not None:
+        require_extra("evals", "the report's pictures (--format html, --pictures)")
     console = Console(stderr=True)
     if fmt not in FORMATS:
         _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if db is not None and not db.exists():
         _fail(console, f"ledger file {db} does not exist")
+    from hitrate.harness.price_source import PriceSourceError, price_table
+
     try:
-        report = load_report(db, run_ids, trajectory_task=task, price_as=price_as)
-    except ReportError as exc:
+        table = price_table(prices) if price_as is not None else None
+        report = load_report(db, run_ids, trajectory_task=task, price_as=price_as, price_table=table)
+    except (ReportError, PriceSourceError) as exc:
         _fail(console, str(exc))
     text = render(report, fmt, picture_format="png" if png else "svg")
     if out is None:
@@ -70,17 +85,26 @@ def report_command(
             console.print(f"picture written to {path}", highlight=False)
 
 
-def render(report: Report, fmt: str, *, picture_format: str = "svg") -> str:
+def render(report: Report, fmt: str, *, picture_format: str = "svg", width: int | None = None) -> str:
+    """The report as text: `table` at `width` columns (default: the terminal's, `COLUMNS`, or 80
+    for a pipe), `json`, or `html`."""
+    from rich.console import Console
+
+    from hitrate.evals.report_render import html, tables
+    from hitrate.harness.cli_format import table_width
+
     if fmt == "json":
         return report.model_dump_json(indent=1) + "\n"
     if fmt == "html":
         return html(report, picture_format=picture_format)
     buf = io.StringIO()
-    Console(file=buf, width=200, force_terminal=False, color_system=None).print(tables(report))
-    return buf.getvalue()
+    Console(file=buf, width=width or table_width(), force_terminal=False, color_system=None).print(tables(report))
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 
 
 def write_pictures(report: Report, folder: Path) -> list[Path]:
+    from hitrate.evals.plots import report_figures, save
+
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for stem, _, fig in report_figures(report):
@@ -92,5 +116,7 @@ def write_pictures(report: Report, folder: Path) -> list[Path]:
 
 
 def _fail(console: Console, message: str) -> NoReturn:
+    from rich.markup import escape
+
     console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)

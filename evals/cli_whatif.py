@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from hitrate.evals.buckets import token_columns
-from hitrate.evals.whatif import LoadedRequests, WhatIfError, WhatIfOptions, WhatIfResult, load_requests, parse_target, whatif
 from hitrate.harness.cli import add_command
-from hitrate.store.cost import UsageTotals
-from hitrate.store.ledger import ENV_DB, Ledger
-from hitrate.store.prices import PriceTable
+from hitrate.harness.cli_format import money
+
+# The simulators, the ledger and rich load when the command runs, not for `hitrate --help`.
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hitrate.evals.whatif import LoadedRequests, WhatIfResult
+    from hitrate.store.cost import UsageTotals
 
 
 def register(app: typer.Typer) -> None:
@@ -33,7 +34,9 @@ def whatif_command(
         ),
     ],
     ttl: Annotated[str, typer.Option("--ttl", help="Anthropic: TTL of the planned marks, 5m or 1h (recorded marks keep theirs).")] = "5m",
-    marks: Annotated[str, typer.Option("--marks", help="planned (as the projection places them) or recorded.")] = "planned",
+    marks: Annotated[str, typer.Option("--marks", help="Anthropic / OpenAI >= 5.6 cache marks: planned (default: where hitrate's "
+                                       "projection would place them on this content) or recorded (the marks the requests carried; "
+                                       "a naive-layout run carried none, so this is what `hitrate demo` compares).")] = "planned",
     naive: Annotated[bool, typer.Option("--naive", help="Replay the content assembled naively: volatile head, no marks.")] = False,
     volatility: Annotated[str, typer.Option("--volatility", help="With --naive: the head changes per 'context' change or per 'request'.")] = "context",
     retention: Annotated[str, typer.Option("--retention", help="OpenAI <= 5.5: in_memory or 24h.")] = "in_memory",
@@ -43,7 +46,8 @@ def whatif_command(
     calibrate: Annotated[bool, typer.Option("--calibrate/--no-calibrate", help="Scale token estimates to the reported prompts.")] = True,
     per_call: Annotated[bool, typer.Option("--per-call", help="Also list every request's predicted and actual buckets.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    db: Annotated[Optional[Path], typer.Option("--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory).")] = None,
+    db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data directory).")] = None,
+    prices: Annotated[Optional[Path], typer.Option("--prices", help="Price file (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, the config file, the shipped prices).")] = None,
 ) -> None:
     """Replay recorded requests through another provider's caching rules and prices.
 
@@ -51,7 +55,12 @@ def whatif_command(
     the requests really had. Anthropic: breakpoints, ~20-position lookback, TTL from request
     start. OpenAI <= 5.5: automatic prefix, 1024 minimum, 128-token steps. OpenAI >= 5.6: exact
     breakpoints. DeepSeek: prefix units. local: the engine's radix cache."""
-    console = Console()
+    from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, whatif
+    from hitrate.harness.cli_format import console as make_console
+    from hitrate.harness.price_source import PriceSourceError, price_table
+    from hitrate.store.ledger import Ledger
+
+    console = make_console()
     try:
         options = WhatIfOptions(
             ttl=ttl,  # type: ignore[arg-type]
@@ -66,7 +75,10 @@ def whatif_command(
         )
     except ValueError as exc:
         _fail(console, f"bad option: {_first_error(exc)}")
-    table = PriceTable.default()
+    try:
+        table = price_table(prices)
+    except PriceSourceError as exc:
+        _fail(console, str(exc))
     try:
         parsed = [parse_target(t, table) for t in targets]
         with Ledger(db) as ledger:
@@ -78,6 +90,12 @@ def whatif_command(
         typer.echo(json.dumps({"scope": loaded.scope, "skipped": loaded.skipped, "results": [r.model_dump(mode="json") for r in results]}, indent=1))
         return
     console.print(summary_table(loaded, results))
+    console.print("Σ-hit ratio: Σread / Σ(read + write + fresh); any-hit calls: share of calls that read from cache.",
+                  style="dim")
+    if any(r.target.split("/", 1)[0] in ("anthropic", "openai") for r in results):
+        which = ("marks as hitrate's projection would place them (--marks recorded: the marks the requests carried)"
+                 if options.marks == "planned" else "the marks the requests carried (--marks planned: hitrate's own)")
+        console.print(f"  note: cache marks: {which}", highlight=False)
     for note in loaded.skipped + sorted({n for r in results for n in r.notes}):
         console.print(f"  note: {note}", highlight=False)
     if per_call:
@@ -86,23 +104,36 @@ def whatif_command(
 
 
 def summary_table(loaded: LoadedRequests, results: list[WhatIfResult]) -> Table:
-    """One column per replay, next to the actual column; one row per bucket and figure."""
-    out = Table(title=f"what-if: {loaded.scope} ({len(loaded.requests)} requests)")
-    out.add_column("")
-    models = sorted({r.model for r in loaded.requests})
-    out.add_column(f"actual ({', '.join(models)})", justify="right")
-    for result in results:
-        out.add_column(result.target + (" naive" if result.options.naive else ""), justify="right")
+    """One column per replay, next to the actual column; one row per bucket and figure. Headers
+    wrap at `/` and spaces, never inside a word, so several targets fit 80 columns."""
+    from rich import box
+    from rich.table import Table
+
+    from hitrate.evals.buckets import token_columns
+
+    out = Table(title=f"what-if: {loaded.scope} ({len(loaded.requests)} requests)", title_justify="left",
+                box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))  # fmt: skip
+    out.add_column("", no_wrap=True)
+    # A local model is recorded by its path; its folder name is what identifies it.
+    models = sorted({r.model.rstrip("/").rsplit("/", 1)[-1] for r in loaded.requests})
+    # Headers on two lines (provider / model) so that several targets fit 80 columns without a
+    # header broken inside a word.
+    headers = ["actual\n" + ", ".join(models)]
+    headers += [result.target.replace("/", "/\n", 1) + (" naive" if result.options.naive else "") for result in results]
+    for header in headers:
+        out.add_column(header, justify="right", overflow="fold")
     totals = [results[0].actual, *(r.predicted for r in results)]
     buckets = token_columns(totals)
     columns = [_total_cells(t, buckets) for t in totals]
-    labels = ["calls", *(label for label, _ in buckets), "hit ratio", "calls w/ hit", "cost"]
+    labels = ["calls", *(label for label, _ in buckets), "Σ-hit ratio", "any-hit calls", "cost"]
     for i, label in enumerate(labels):
         out.add_row(label, *(column[i] for column in columns))
     return out
 
 
 def per_call_table(result: WhatIfResult) -> Table:
+    from rich.table import Table
+
     out = Table(title=f"per request: {result.target}")
     out.add_column("#", justify="right")
     out.add_column("t+s", justify="right")
@@ -143,13 +174,6 @@ def _triple(read: int | None, write: int | None, fresh: int | None) -> str:
     return " / ".join("?" if v is None else f"{v:,}" for v in (read, write, fresh))
 
 
-def money(value: float | None) -> str:
-    """Dollars, or "unknown price": an unpriced cost is never shown as $0."""
-    if value is None:
-        return "unknown price"
-    return f"${value:,.4f}" if abs(value) < 100 else f"${value:,.2f}"
-
-
 def _first_error(exc: ValueError) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors):
@@ -159,5 +183,7 @@ def _first_error(exc: ValueError) -> str:
 
 
 def _fail(console: Console, message: str) -> NoReturn:
+    from rich.markup import escape
+
     console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)

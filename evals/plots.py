@@ -27,7 +27,7 @@ matplotlib.use("Agg")  # never a GUI backend, even where a display exists
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
-from hitrate.evals.report import Block, Report, Trajectory  # noqa: E402
+from hitrate.evals.report import Block, Report, Trajectory, headline  # noqa: E402
 
 # Fixed SVG ids and no timestamp: the same report draws the same bytes.
 matplotlib.rcParams["svg.hashsalt"] = "hitrate"
@@ -53,7 +53,8 @@ def titled(title: str, price_label: str | None) -> str:
 
 
 def cost_vs_pass_rate(blocks: Sequence[Block], *, price_label: str | None = None) -> Figure:
-    """Cost per passed task against pass rate, one point per block."""
+    """Cost per passed task against pass rate, one point per block; the headline (how much the
+    cache-aware layout saves) as the title where the blocks allow one."""
     fig = Figure(figsize=(7.0, 4.6), layout="constrained")
     ax = fig.add_subplot()
     plotted = [b for b in blocks if b.cost_per_passed_task_usd is not None and b.pass_rate is not None]
@@ -78,7 +79,11 @@ def cost_vs_pass_rate(blocks: Sequence[Block], *, price_label: str | None = None
     _dollar_log_axis(ax, [b.cost_per_passed_task_usd for b in plotted])  # type: ignore[misc]
     ax.set_xlabel(f"cost per passed task (USD, {price_label + ', ' if price_label else ''}log scale)")
     ax.set_ylabel("pass rate (%) with 95% Wilson interval")
-    ax.set_ylim(-2, 102)
+    # From a little under the lowest interval to 100, not always 0-100: points that all sit near
+    # 100% would otherwise be squeezed against the top edge.
+    lows = [(b.pass_rate_ci95 or (b.pass_rate, b.pass_rate))[0] * 100 for b in plotted]  # type: ignore[operator]
+    bottom = max(0.0, math.floor((min(lows, default=0.0) - 8) / 10) * 10)
+    ax.set_ylim(bottom - 2, 102)
     ax.grid(True, which="both", alpha=0.3)
     skipped = [b.key.label for b in blocks if b not in plotted]
     if plotted:
@@ -91,7 +96,11 @@ def cost_vs_pass_rate(blocks: Sequence[Block], *, price_label: str | None = None
     if skipped:
         why = "no passed task or unknown price"
         footnote(fig, [f"not shown ({why}):", *(f"{label};" for label in skipped[:-1]), skipped[-1]])
-    ax.set_title(titled("Cost per passed task vs pass rate", price_label))
+    title = titled("Cost per passed task vs pass rate", price_label)
+    lead = headline(blocks)
+    if lead:
+        fig.suptitle(lead, fontsize="large", fontweight="bold")
+    ax.set_title(title, fontsize="medium", pad=8)
     return fig
 
 
@@ -107,8 +116,10 @@ def _dollar_log_axis(ax, costs: Sequence[float]) -> None:
     dollars = FuncFormatter(lambda x, _pos: f"${x:,.6g}")
     ax.xaxis.set_major_formatter(dollars)
     if math.log10(high * 1.6 / (low / 1.6)) < 1.3:
+        # Less than about a decade: the minor ticks carry the labels too, at the major ticks'
+        # size, so the axis reads as one scale.
         ax.xaxis.set_minor_formatter(dollars)
-        ax.tick_params(axis="x", which="minor", labelsize="x-small")
+        ax.tick_params(axis="x", which="both", labelsize="small")
     else:
         ax.xaxis.set_minor_formatter(NullFormatter())
 
@@ -202,14 +213,15 @@ def call_bars(trajectory: Trajectory, *, price_label: str | None = None) -> Figu
         per_dollar = span / running[-1]
         (line,) = ax.plot([r * per_dollar for r in running], ys, color="#444444", marker=".", linewidth=1, linestyle="--", zorder=3)
         cost_axis = ax.secondary_xaxis("top", functions=(lambda x: x / per_dollar, lambda usd: usd * per_dollar))
-        cost_axis.set_xlabel(f"running cost (USD, {price_label})" if price_label else "running cost (USD)")
+        cost_axis.set_xlabel(f"running cost (USD, {price_label})" if price_label else "running cost (USD)", fontsize="small")
         handles.append(line)
         labels.append("running cost")
     # Below the plot, so it never covers a bar or a miss label.
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / max(len(calls), 3)), fontsize="small", ncols=5, frameon=False)
     # Block labels (model · layout · cache) can be long: a title wider than the figure is clipped.
+    # The title goes above the figure (suptitle), clear of the running-cost axis on top.
     title = titled(f"Calls of {trajectory.task_name} ({trajectory.block})", price_label)
-    ax.set_title("\n".join(textwrap.wrap(title, width=TITLE_CHARS, break_on_hyphens=False)), fontsize="medium")
+    fig.suptitle("\n".join(textwrap.wrap(title, width=TITLE_CHARS, break_on_hyphens=False)), fontsize="medium")
     _make_room(fig, ax, marks, span * 1.05)
     return fig
 

@@ -42,6 +42,8 @@ _OUTCOME_ALIASES = {"passed": "pass", "failed": "fail", "error": "agent_error", 
 NOT_SCORED = ("infra_error", "unfinished")
 """Outcomes left out of the pass rate: the harness failed, not the agent, or the task is still running."""
 _LAYOUT_ORDER = {"cache-aware": 0, "naive": 1}
+HIT = "hit"
+"""What `miss_reason_of` says of a call that read from cache and has no miss label."""
 _CACHE_ORDER = {"cold": 0, "warm": 1}
 
 
@@ -119,8 +121,8 @@ class Quantiles(BaseModel):
 
 class MissReasonRow(BaseModel):
     reason: str
-    """The label's reason ("ttl_expired", "prefix_changed", ...); "hit" for calls that read what
-    they could; "not recorded" for calls without a label and without a read."""
+    """The label's reason ("ttl_expired", "prefix_changed", ...); "not recorded" for calls without
+    a label and without a read. Calls that hit are not misses: `Block.hit_calls` counts them."""
     calls: int
     tokens: int
     """Tokens the misses made the calls pay for as writes or fresh input (where recorded)."""
@@ -169,6 +171,8 @@ class Block(BaseModel):
     """total / passed tasks; None when no task passed."""
     tokens: UsageTotals
     miss_reasons: list[MissReasonRow]
+    hit_calls: int = 0
+    """Calls that read from cache with no miss label: everything they could read, they read."""
     task_wall_s: Quantiles
     ttft_s: Quantiles
     tasks: list[TaskRow]
@@ -375,6 +379,7 @@ class _Group:
             cost_per_passed_task_usd=total / n_passed if total is not None and n_passed else None,
             tokens=tokens,
             miss_reasons=miss_histogram(calls),
+            hit_calls=sum(1 for c in calls if miss_reason_of(c) == HIT),
             task_wall_s=Quantiles.of(walls),
             ttft_s=Quantiles.of([c.ttft_s for c in calls if c.ttft_s is not None]),
             tasks=rows,
@@ -409,15 +414,17 @@ def miss_reason_of(call: CallRecord) -> str:
     if call.miss_reason:
         return call.miss_reason.split("(", 1)[0].strip() or call.miss_reason
     if call.usage.cache_read:
-        return "hit"
+        return HIT
     return "not recorded"
 
 
 def miss_histogram(calls: Iterable[CallRecord]) -> list[MissReasonRow]:
-    """Calls, tokens and dollars per miss reason, most calls first."""
+    """Calls, tokens and dollars per miss reason, most calls first; calls that hit are left out."""
     rows: dict[str, dict] = {}
     for call in calls:
         reason = miss_reason_of(call)
+        if reason == HIT:
+            continue
         row = rows.setdefault(reason, {"calls": 0, "tokens": 0, "cost": None, "examples": []})
         row["calls"] += 1
         row["tokens"] += call.miss_tokens or 0
@@ -461,7 +468,26 @@ def _trajectory(groups: dict[ConfigKey, _Group], blocks: list[Block], wanted: st
 
 
 def load_report(
-    db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None, price_as: str | None = None
+    db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None, price_as: str | None = None,
+    price_table: PriceTable | None = None,
 ) -> Report:
     with Ledger(db) as ledger:
-        return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as)
+        return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as, price_table=price_table)
+
+
+def headline(blocks: Sequence[Block]) -> str | None:
+    """One sentence a reader takes away: how much cheaper per passed task the cache-aware layout
+    was than the naive one, for the first model and cache mode that has both, e.g.
+    "cache-aware: 73% cheaper per passed task than naive". None without such a pair."""
+    by_key = {(b.key.model, b.key.cache_mode, b.key.policy, b.key.layout): b for b in blocks}
+    for b in blocks:
+        if b.key.layout != "cache-aware" or b.cost_per_passed_task_usd is None:
+            continue
+        naive = by_key.get((b.key.model, b.key.cache_mode, b.key.policy, "naive"))
+        if naive is None or not naive.cost_per_passed_task_usd:
+            continue
+        saving = 1 - b.cost_per_passed_task_usd / naive.cost_per_passed_task_usd
+        if saving >= 0:
+            return f"cache-aware: {saving:.0%} cheaper per passed task than naive"
+        return f"cache-aware: {-saving:.0%} dearer per passed task than naive"
+    return None

@@ -6,24 +6,16 @@ import base64
 from importlib import resources
 
 import jinja2
+from rich import box
 from rich.console import Group
 from rich.table import Table
 
-from hitrate.evals.pass_at import PassAtK
-from hitrate.evals.plots import report_figures, to_png, to_svg
 from hitrate.evals.buckets import token_columns
-from hitrate.evals.report import Block, Report
+from hitrate.evals.pass_at import PassAtK
+from hitrate.evals.report import Block, Report, headline
+from hitrate.harness.cli_format import money
 
 TEMPLATE = "report.html.j2"
-
-
-def money(value: float | None) -> str:
-    """Dollars, or "unknown price": an unpriced cost is never shown as $0."""
-    if value is None:
-        return "unknown price"
-    if value == 0:
-        return "$0"
-    return f"${value:,.4f}" if abs(value) < 100 else f"${value:,.2f}"
 
 
 def percent(value: float | None, digits: int = 1) -> str:
@@ -85,72 +77,114 @@ def cost_text(block: Block, value: float | None) -> str:
     return text
 
 
+REPLAY_NOTE = (
+    "replay: the tool calls were replayed from a recorded sequence (`--policy replay`), so the pass "
+    "rate measures that sequence, not the model; the cache figures are what the backend really did."
+)
+FIGURE_NOTES = (
+    "Σ-hit ratio: of all prompt tokens, the share read from cache (Σread / Σ(read + write + fresh)). "
+    "any-hit calls: calls that read at least one token from cache. calls with a miss: calls "
+    "that read less than they could have (a task's first call is `cold`); a call can read a little "
+    "and still miss, as the naive layout's do. Misses by reason are listed below."
+)
+
+
 def tables(report: Report) -> Group:
-    """The report as rich tables: one row per configuration block, never a merged total."""
+    """The report as rich tables that read at 80 columns: one column per configuration block
+    (never a merged total), one row per figure."""
+    from rich.text import Text
+
     runs = ", ".join(f"{r.id}" + (f" ({r.label})" if r.label else "") for r in report.runs)
-    priced = f" — costs {report.price_label}" if report.price_label else ""
-    summary = Table(title=f"eval report: {runs}{priced}", title_justify="left", caption=pricing_note(report), caption_justify="left")
-    for column, justify in (
-        ("model · layout · cache", "left"), ("tasks", "right"), ("passed", "right"), ("pass rate [95% CI]", "right"),
-        ("total cost", "right"), ("cost / task", "right"), ("cost / passed task", "right"), ("hit ratio", "right"),
-        ("calls w/ hit", "right"), ("wall p50 / p90", "right"), ("TTFT p50 / p90", "right"),
-    ):
-        # A narrow terminal folds the configuration label rather than cutting it: a row is read by it.
-        overflow = "fold" if column == "model · layout · cache" else "ellipsis"
-        summary.add_column(column, justify=justify, overflow=overflow)  # type: ignore[arg-type]
-    for b in report.blocks:
-        excluded = b.n_tasks - b.n_scored
-        summary.add_row(
-            b.key.label,
-            str(b.n_tasks) + (f" ({excluded} not scored)" if excluded else ""),
-            f"{b.n_passed}/{b.n_scored}",
-            pass_rate_text(b),
-            cost_text(b, b.total_cost_usd),
-            money(b.cost_per_task_usd),
-            money(b.cost_per_passed_task_usd) if b.n_passed else "- (none passed)",
-            percent(b.tokens.hit_ratio),
-            percent(b.tokens.calls_with_hit_share, 0),
-            f"{seconds(b.task_wall_s.p50)} / {seconds(b.task_wall_s.p90)}",
-            f"{seconds(b.ttft_s.p50)} / {seconds(b.ttft_s.p90)}",
-        )
+    priced = f"; costs {report.price_label}" if report.price_label else ""
+    heading = Text(f"eval report: {runs}{priced}", style="bold")
+    lead = headline(report.blocks)
+    if lead:
+        heading.append(f"\n{lead}")
+    models = {b.key.model for b in report.blocks}
+    shared_model = next(iter(models)) if len(models) == 1 else None
 
-    outcomes = Table(title="outcomes (infra errors and unfinished tasks are left out of the pass rate)", title_justify="left")
-    outcomes.add_column("configuration")
-    names = sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order)
-    for name in names:
-        outcomes.add_column(name, justify="right")
-    for b in report.blocks:
-        outcomes.add_row(b.key.label, *(str(b.outcomes.get(n, 0)) for n in names))
+    summary = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    summary.add_column("", no_wrap=True)
 
-    buckets = Table(title="tokens per bucket", title_justify="left")
-    buckets.add_column("configuration")
+    def label_of(b: Block) -> str:
+        # With one model for all blocks, it is named once under the table, not in every header.
+        return b.key.label.split(" · ", 1)[-1] if shared_model is not None and b.key.model else b.key.label
+
+    for b in report.blocks:
+        summary.add_column(label_of(b), justify="right", overflow="fold")
+    outcome_names = sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order)
     columns = token_columns([b.tokens for b in report.blocks])
-    for label in ("calls", *(label for label, _ in columns)):
-        buckets.add_column(label, justify="right")
-    for b in report.blocks:
-        buckets.add_row(b.key.label, str(b.tokens.calls), *(tokens_text(b, k) for _, k in columns))
 
-    extra = []
+    def row(label: str, cells: list[str], *, end_section: bool = False) -> None:
+        summary.add_row(label, *cells, end_section=end_section)
+
+    blocks = report.blocks
+    row("tasks", [str(b.n_tasks) + (f" ({b.n_tasks - b.n_scored} not scored)" if b.n_tasks > b.n_scored else "") for b in blocks])
+    for name in outcome_names:
+        row(f"  {name}", [str(b.outcomes.get(name, 0)) for b in blocks])
+    row("passed / scored", [f"{b.n_passed}/{b.n_scored}" for b in blocks])
+    row("pass rate [95% CI]", [pass_rate_text(b) + (" replay" if b.key.policy == "replay" else "") for b in blocks])
     ks = pass_at_ks(report)
     if ks:
-        title = "pass@k: tasks passed within their first k tries (the second try sees the failing test output once)"
-        pass_at = Table(title=title, title_justify="left")
-        pass_at.add_column("configuration")
-        pass_at.add_column("tries", justify="right")
-        for k in ks:
-            pass_at.add_column(f"pass@{k} [95% CI]", justify="right")
-        for b in report.blocks:
-            note = f" ({b.pass_try_unknown} passing try unknown)" if b.pass_try_unknown else ""
-            pass_at.add_row(b.key.label, str(b.max_tries) + note, *(pass_at_text(pass_at_row(b, k)) for k in ks))
-        extra.append(pass_at)
+        # pass@k: tasks passed within their first k tries (the second sees the failing output once).
+        row("tries", [str(b.max_tries) + (f" ({b.pass_try_unknown} passing try unknown)" if b.pass_try_unknown else "")
+                      for b in blocks])  # fmt: skip
+    for k in ks:
+        row(f"pass@{k} [95% CI]", [pass_at_text(pass_at_row(b, k)) for b in blocks])
+    row("total cost", [cost_text(b, b.total_cost_usd) for b in blocks])
+    row("cost / task", [money(b.cost_per_task_usd) for b in blocks])
+    row("cost / passed task", [money(b.cost_per_passed_task_usd) if b.n_passed else "- (none passed)" for b in blocks],
+        end_section=True)
+    row("calls", [str(b.tokens.calls) for b in blocks])
+    for label, bucket in columns:
+        row(f"  {label}", [tokens_text(b, bucket) for b in blocks])
+    row("Σ-hit ratio", [percent(b.tokens.hit_ratio) for b in blocks])
+    row("any-hit calls", [_share(b.tokens.calls_with_hit_share, b.tokens.calls) for b in blocks])
+    row("calls with a miss", [_share(_miss_share(b), b.tokens.calls) for b in blocks], end_section=True)
+    row("task wall p50 / p90", [f"{seconds(b.task_wall_s.p50)} / {seconds(b.task_wall_s.p90)}" for b in blocks])
+    row("TTFT p50 / p90", [f"{seconds(b.ttft_s.p50)} / {seconds(b.ttft_s.p90)}" for b in blocks])
 
-    misses = Table(title="miss reasons" + (f" (costs {report.price_label})" if report.price_label else ""), title_justify="left")
-    for column in ("configuration", "reason", "calls", "tokens", "cost", "e.g."):
-        misses.add_column(column, justify="right" if column in ("calls", "tokens", "cost") else "left")
-    for b in report.blocks:
-        for row in b.miss_reasons:
-            misses.add_row(b.key.label, row.reason, str(row.calls), f"{row.tokens:,}", money(row.cost_usd), "; ".join(row.examples))
-    return Group(summary, *extra, outcomes, buckets, misses)
+    notes: list[Text] = []
+    if shared_model:
+        notes.append(Text(f"model: {blocks[0].key.label.split(' · ', 1)[0]}"))
+    note = pricing_note(report)
+    if note:
+        notes.append(Text(note))
+    if any(b.key.policy == "replay" for b in blocks):
+        notes.append(Text(REPLAY_NOTE))
+    if ks:
+        notes.append(Text("pass@k: tasks passed within their first k tries (the second try sees the failing test "
+                          "output once).", style="dim"))
+    notes.append(Text(FIGURE_NOTES, style="dim"))
+    if any(b.n_tasks > b.n_scored for b in blocks):
+        notes.append(Text("not scored: infra errors and unfinished tasks, left out of the pass rate.", style="dim"))
+
+    misses = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for column in ("miss reason", "calls", "tokens", "cost", "e.g."):
+        justify = "right" if column in ("calls", "tokens", "cost") else "left"
+        misses.add_column(column, justify=justify, no_wrap=column != "e.g.", overflow="fold")  # type: ignore[arg-type]
+    for b in blocks:
+        misses.add_row(Text(label_of(b), style="bold"), "", "", "", "")
+        if not b.miss_reasons:
+            misses.add_row("  (no misses)", "", "", "", "")
+        for r in b.miss_reasons:
+            misses.add_row(f"  {r.reason}", str(r.calls), f"{r.tokens:,}", money(r.cost_usd), "; ".join(r.examples))
+    miss_title = Text("calls with a miss, by reason" + (f" (costs {report.price_label})" if report.price_label else ""), style="bold")
+    miss_note = Text("tokens: prompt tokens the misses paid as writes or fresh input; cost: what they cost over a hit.",
+                     style="dim")
+    return Group(heading, summary, *notes, Text(""), miss_title, misses, miss_note)
+
+
+def _share(share: float | None, calls: int) -> str:
+    """`97% (31/32)`: a share of calls with the counts it comes from."""
+    if share is None or not calls:
+        return "-"
+    return f"{share:.0%} ({round(share * calls)}/{calls})"
+
+
+def _miss_share(block: Block) -> float | None:
+    calls = block.tokens.calls
+    return sum(r.calls for r in block.miss_reasons) / calls if calls else None
 
 
 def _outcome_order(name: str) -> tuple[int, str]:
@@ -162,6 +196,8 @@ def html(report: Report, *, picture_format: str = "svg") -> str:
     """A single HTML file: the tables, and both pictures inline (SVG, or PNG as base64)."""
     if picture_format not in ("svg", "png"):
         raise ValueError("picture_format must be svg or png")
+    from hitrate.evals.plots import report_figures, to_png, to_svg  # matplotlib: the `evals` extra
+
     pictures = []
     for _, title, fig in report_figures(report):
         if picture_format == "svg":
@@ -183,4 +219,9 @@ def html(report: Report, *, picture_format: str = "svg") -> str:
         pass_at_row=pass_at_row,
         pass_at_text=pass_at_text,
         outcome_names=sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order),
+        headline=headline(report.blocks),
+        replay_note=REPLAY_NOTE if any(b.key.policy == "replay" for b in report.blocks) else None,
+        figure_notes=FIGURE_NOTES,
+        share=_share,
+        miss_share=_miss_share,
     )

@@ -79,6 +79,10 @@ class AgentResult(BaseModel):
 
     status: Status
     detail: str = ""
+    error_kind: str | None = None
+    """With status "error": the failed call's `CallError.kind` (auth, client_error, ...)."""
+    error_status: int | None = None
+    """With status "error": the failed call's HTTP status, when there was a response."""
     steps: int
     summary: SessionSummary
 
@@ -108,9 +112,25 @@ class Agent:
         spent = self.session.spent_usd
         if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
             return "max_cost", f"spent ${spent:.4f} of the ${limits.max_cost_usd:.4f} limit"
+        if limits.max_cost_usd is not None:
+            # Checking only what was spent lets the last call overshoot by a whole call. The
+            # transcript only grows, so the next call costs at least about what the last call that
+            # hit the cache did: a call that would cross the limit is not started.
+            estimate = self._next_call_estimate()
+            if estimate is not None and spent + estimate > limits.max_cost_usd:
+                return "max_cost", (f"spent ${spent:.4f}; the next call would cost about ${estimate:.4f} (as the last "
+                                    f"cached one did), over the ${limits.max_cost_usd:.4f} limit")  # fmt: skip
         elapsed = self.clock() - started
         if limits.max_wall_s is not None and elapsed >= limits.max_wall_s:
             return "max_wall", f"{elapsed:.1f}s elapsed, limit {limits.max_wall_s:.1f}s"
+        return None
+
+    def _next_call_estimate(self) -> float | None:
+        """What the last priced call that returned without a miss cost; None before any. A miss
+        (a cold start, an expired prefix) pays writes the next call will not, so it is no guide."""
+        for _, record in reversed(self.session.records):
+            if record.error is None and record.cost_usd is not None and not record.miss_reason:
+                return record.cost_usd
         return None
 
     def _budget(self, steps: int) -> None:
@@ -134,6 +154,7 @@ class Agent:
         steps = 0
         status: Status = "end_turn"
         detail = ""
+        error: CallError | None = None
         cut_offs_in_a_row = 0
         try:
             while True:
@@ -171,9 +192,10 @@ class Agent:
         except (Cancelled, KeyboardInterrupt) as exc:
             status, detail = "cancelled", str(exc) or "cancelled by the user"
         except CallError as exc:
-            status, detail = "error", str(exc)
+            status, detail, error = "error", str(exc), exc
         if status != "end_turn":
             session.close_open_turn(closing_note(status, detail))
         summary = session.summary(status=status, steps=steps)
         session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json")))
-        return AgentResult(status=status, detail=detail, steps=steps, summary=summary)
+        return AgentResult(status=status, detail=detail, steps=steps, summary=summary,
+                           error_kind=error.kind if error else None, error_status=error.status if error else None)

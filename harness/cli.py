@@ -4,18 +4,22 @@ Commands that belong to the harness and the leaves below it are registered here.
 sit above the harness (evals, tui) must not be imported by it, so they contribute their commands
 through the `hitrate.commands` entry-point group declared in pyproject.toml; the CLI loads them at
 start-up. That keeps imports pointing one way (tui, evals -> harness).
+
+Every command module is imported to build `hitrate --help`, so none may import a heavy library
+(the provider SDKs, matplotlib, torch, transformers, textual) at module level: each command imports
+what it needs in its own body. tests/harness/test_harness_cli_startup.py guards this.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from importlib.metadata import entry_points
+import re
+import sys
+from importlib.metadata import PackageNotFoundError, entry_points, requires, version
 from typing import Any, Callable, NoReturn
 
 import typer
-
-from hitrate.store.ledger import LedgerError
 
 app = typer.Typer(
     name="hitrate",
@@ -65,20 +69,91 @@ def _register_all(target: typer.Typer) -> None:
 
 # A callback makes `hitrate` a group of subcommands even while only one command is registered;
 # the group's help text is the `help=` given to the Typer above.
+def installed_version() -> str:
+    try:
+        return version("hitrate")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"hitrate {installed_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit."
+    ),
+) -> None:
     pass
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """Distribution names the optional `extra` of the installed hitrate requires, read from the
+    installed metadata so pyproject.toml stays the one place that lists them."""
+    try:
+        requirements = requires("hitrate") or []
+    except PackageNotFoundError:
+        return []
+    names = []
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        if re.search(rf"""extra\s*==\s*["']{re.escape(extra)}["']""", marker):
+            match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", spec.strip())
+            if match:
+                names.append(match.group(0))
+    return names
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Exit with code 2 and the install command when a package of `extra` is missing, before
+    `what` imports it and fails with a bare ModuleNotFoundError."""
+    missing = []
+    for name in extra_requirements(extra):
+        try:
+            version(name)
+        except PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        fail(f"{what} needs the '{extra}' extra ({', '.join(missing)} not installed): pip install 'hitrate[{extra}]'", 2)
+
+
+OPTIONAL_VALUE_OPTIONS = ("--resume",)
+"""Options whose value may be left out: `hitrate run --resume` alone lists the sessions to pick
+from. Click has no optional option values, so a bare one is passed on as `--resume=` (empty)."""
+
+
+def bare_options_as_empty(argv: list[str]) -> list[str]:
+    """argv with each option of OPTIONAL_VALUE_OPTIONS that has no value (last, or followed by
+    another option) written as `--option=`."""
+    out = []
+    for i, arg in enumerate(argv):
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in OPTIONAL_VALUE_OPTIONS and (following is None or following.startswith("-")):
+            out.append(arg + "=")
+        else:
+            out.append(arg)
+    return out
 
 
 def main() -> None:
     _register_all(app)
+    sys.argv = bare_options_as_empty(sys.argv)
     try:
         app()
-    except LedgerError as exc:
-        # Raised wherever a command opens its ledger (`--db`, `$HITRATE_DB`); caught once here
-        # so every command, entry-point ones included, reports it the same way.
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
+    except Exception as exc:
+        # A LedgerError is raised wherever a command opens its ledger (`--db`, `$HITRATE_DB`);
+        # caught once here so every command, entry-point ones included, reports it the same way.
+        # Looked up in sys.modules so that commands which never open a ledger never import it:
+        # if the module is not loaded, no LedgerError can have been raised.
+        ledger = sys.modules.get("hitrate.store.ledger")
+        if ledger is not None and isinstance(exc, ledger.LedgerError):
+            typer.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from None
+        raise
 
 
 if __name__ == "__main__":

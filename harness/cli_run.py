@@ -4,27 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 import typer
 
-from hitrate.harness.agent import Agent, AgentLimits, AgentResult
-from hitrate.harness.cli import add_command, fail
-from hitrate.harness.defaults import default_model
-from hitrate.harness.dynamic_context import workspace_context
-from hitrate.harness.events import EventSink
-from hitrate.harness.models import ModelSpecError, parse_model_spec
-from hitrate.harness.policy import Policy
-from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
-from hitrate.harness.resume import SessionNotResumable, load_session
-from hitrate.harness.router import Route, Router, rules_for
-from hitrate.harness.session import Session, SessionConfig, session_inputs
-from hitrate.harness.transcript_log import StoredTranscriptError
-from hitrate.projection.lint import lint
-from hitrate.projection.project import Projector, ProjectionError
-from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
-from hitrate.store.ledger import Ledger, default_ledger_path
-from hitrate.store.prices import PriceTable
+from hitrate.harness.cli import add_command, fail, require_extra
+
+# The agent, router and provider SDKs load when a command runs, not when `hitrate --help` lists it.
+if TYPE_CHECKING:
+    from hitrate.harness.agent import AgentLimits, AgentResult
+    from hitrate.harness.events import EventSink
+    from hitrate.harness.models import ModelSpec
+    from hitrate.store.prices import PriceTable
+    from hitrate.harness.policy import Policy
+    from hitrate.harness.router import Route
+    from hitrate.harness.session import SessionConfig
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
@@ -61,10 +55,11 @@ def _workspace(path: Path) -> Path:
 
 
 def run_command(
-    task: str = typer.Argument(..., help="What the agent should do (with --resume: the next instruction)."),
+    task: Optional[str] = typer.Argument(None, help="What the agent should do (with --resume: the next instruction)."),
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
-        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>. "
+        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>; "
+        "or a short name: sonnet, opus, haiku, gpt, deepseek, gemini (`hitrate prices` shows what they are). "
         "Default: the resumed session's model; else $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model.",
     ),
@@ -74,7 +69,8 @@ def run_command(
     ),
     resume: Optional[str] = typer.Option(
         None, "--resume",
-        help="Continue this session (its id from `hitrate ledger`): its transcript, cache key and totals carry on.",
+        help="Continue this session (its id from `hitrate ledger`, or the id's first characters): its transcript, "
+        "cache key and totals carry on. Without an id: list recent sessions to pick one.",
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
@@ -82,6 +78,13 @@ def run_command(
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
+    prices: Optional[Path] = typer.Option(
+        None, "--prices", help="Price file (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, the config file's "
+        "`prices`, else the shipped prices)."
+    ),
+    allow_unpriced: bool = typer.Option(
+        False, "--allow-unpriced", help="Run a cloud model hitrate has no price for (a new release) instead of stopping."
+    ),
 ) -> None:
     """Run the agent on TASK in a workspace and account for every call.
 
@@ -89,56 +92,173 @@ def run_command(
     fresh and output, the hit ratio, cost, and why any call missed the cache. With --resume, TASK
     continues a recorded session and the summary counts all of its calls. Exit codes: 0 done, 1 a
     call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 130 cancelled."""
+    from hitrate.harness.agent import AgentLimits
+    from hitrate.harness.defaults import default_model
+    from hitrate.harness.models import ModelSpecError, parse_model_spec
+    from hitrate.harness.price_source import PriceSourceError, price_table
+    from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
+    from hitrate.harness.resume import SessionNotResumable
+    from hitrate.harness.session import SessionConfig
+    from hitrate.harness.transcript_log import StoredTranscriptError
+    from hitrate.store.ledger import Ledger, default_ledger_path
+
     ledger_path = db or default_ledger_path()
+    if resume == "":
+        resume = _pick_session(ledger_path)
+        if resume is None:
+            raise typer.Exit(EXIT_OK)
+    if task is None:
+        if resume is not None and sys.stdin.isatty():
+            task = typer.prompt("next instruction")
+        else:
+            _fail("give the task: hitrate run \"what the agent should do\"")
     stored_spec: str | None = None
     if resume is not None:
-        stored_spec, stored_workspace = _resumable(ledger_path, resume)
+        resume, stored_spec, stored_workspace = _resumable(ledger_path, resume)
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
     # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
     Ledger(ledger_path).close()
     try:
+        table = price_table(prices)
+    except PriceSourceError as exc:
+        _fail(str(exc))
+    try:
         spec_text = model or stored_spec or default_model()
-        route = Router().resolve(spec_text)
+        spec = parse_model_spec(spec_text)
+        if not allow_unpriced:
+            check_known_model(spec, table)
     except ModelSpecError as exc:
         _fail(str(exc))
-    if max_cost is not None and PriceTable.default().find(route.model) is None:
+    if spec.wire == "local_engine":
+        require_extra("local", f"the local model {spec.model}")
+    sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
+    route = _resolve(spec_text, table, sink, json_events)
+    if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
         typer.echo(f"warning: cost limit cannot be enforced: {route.label} has no price", err=True)
-    sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
-                          config=SessionConfig(max_output_tokens=max_output_tokens), resume=resume)
+                          config=SessionConfig(max_output_tokens=max_output_tokens), resume=resume, price_table=table)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
-    raise typer.Exit(_EXIT_FOR_STATUS.get(result.status, EXIT_ERROR))
+    raise typer.Exit(exit_code(result))
 
 
-def _resumable(ledger_path: Path, session_id: str) -> tuple[str | None, str | None]:
-    """(model spec, workspace) a session to resume last used; exits with a message if it cannot be."""
+def exit_code(result: AgentResult) -> int:
+    """The exit code for how the agent stopped. A call refused for a bad key (401/403) or a model
+    the server does not have (404: Anthropic's `not_found_error`, OpenAI's `model_not_found`) is a
+    usage error, as a bad model spec is: retrying the same command cannot help."""
+    if result.status == "error" and (result.error_kind == "auth" or result.error_status == 404):
+        return EXIT_USAGE
+    return _EXIT_FOR_STATUS.get(result.status, EXIT_ERROR)
+
+
+_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini")
+
+
+def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
+    """Stop a cloud model name the price table does not know, most likely a typo, with the
+    closest known names; it would otherwise run unpriced, uncounted towards --max-cost."""
+    if spec.provider not in _CLOUD_PROVIDERS or table.find(spec.model) is not None:
+        return
+    import difflib
+
+    from hitrate.harness.models import ModelSpecError
+
+    provider = "openai" if spec.provider == "openai-responses" else spec.provider
+    names = sorted({n for m in table.models if m.provider == provider for n in (m.model, *m.aliases)})
+    close = difflib.get_close_matches(spec.model.lower(), names, n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(f'{spec.provider}/{c}' for c in close)}? " if close else ""
+    raise ModelSpecError(
+        f"unknown model {spec.label!r}: no price for it in snapshot {table.id}. {hint}"
+        "(`hitrate prices` lists the known ones; --allow-unpriced runs it anyway, unpriced.)"
+    )
+
+
+def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool) -> Route:
+    """The route for the spec; a local model says it is loading first (a load takes a while)."""
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.router import Router
+
+    if spec_text.startswith("local/") and not quiet:
+        typer.echo(f"loading model {spec_text[len('local/'):]}…", err=True)
+    try:
+        return Router(price_table=table).resolve(spec_text)
+    except ModelSpecError as exc:
+        _fail(str(exc))
+
+
+def _pick_session(ledger_path: Path) -> str | None:
+    """`--resume` without an id: list recent sessions; on a terminal, ask which one."""
+    from hitrate.harness.cli_format import console, money, percent
+    from hitrate.harness.cli_sessions import recent_sessions, short_id_length
+    from hitrate.store.ledger import Ledger
+
+    if not ledger_path.is_file():
+        _fail(f"no sessions to resume: there is no ledger at {ledger_path}")
+    with Ledger(ledger_path) as ledger:
+        sessions = recent_sessions(ledger, limit=10)
+    if not sessions:
+        _fail(f"no sessions to resume in {ledger_path}")
+    n = short_id_length([s.id for s in sessions])
+    out = console(stderr=True)
+    out.print("recent sessions, newest first:")
+    for i, s in enumerate(sessions, start=1):
+        t = s.summary.totals if s.summary else None
+        when = s.started_at.strftime("%Y-%m-%d %H:%M") if s.started_at else "-"
+        figures = f"{t.calls} calls, {percent(t.hit_ratio)} hit, {money(t.cost_usd)}" if t else ""
+        out.print(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}", overflow="ellipsis", no_wrap=True)
+        if s.first_prompt:
+            out.print(f"    {s.first_prompt}", overflow="ellipsis", no_wrap=True, style="dim")
+    if not sys.stdin.isatty():
+        out.print("continue one with: hitrate run --resume <id or its first characters> \"next instruction\"")
+        return None
+    answer = typer.prompt("resume which (number or id)", err=True).strip()
+    if answer.isdigit() and 1 <= int(answer) <= len(sessions):
+        return sessions[int(answer) - 1].id
+    return answer
+
+
+def _resumable(ledger_path: Path, session_id: str) -> tuple[str, str | None, str | None]:
+    """(whole id, model spec, workspace) of the session to resume, given its id or a unique prefix
+    of it; exits with a message if it cannot be resumed."""
+    from hitrate.harness.cli_sessions import SessionLookupError, resolve_session
+    from hitrate.harness.resume import SessionNotResumable, load_session
+    from hitrate.harness.transcript_log import StoredTranscriptError
+    from hitrate.store.ledger import Ledger
+
     if not ledger_path.is_file():
         _fail(f"no saved transcript for session {session_id}: there is no ledger at {ledger_path}")
     try:
         with Ledger(ledger_path) as ledger:
+            try:
+                session_id = resolve_session(ledger, session_id)
+            except SessionLookupError:
+                pass  # load_session names the id it cannot find
             stored = load_session(ledger, session_id)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
-    return stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
+    return session_id, stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
 
 
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
              limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
-             resume: str | None = None) -> AgentResult:
+             resume: str | None = None, price_table: PriceTable | None = None) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
     ledger; the route is closed afterwards."""
+    from hitrate.harness.agent import Agent
+    from hitrate.harness.session import Session
+    from hitrate.store.ledger import Ledger, default_ledger_path
+
     with Ledger(ledger_path or default_ledger_path()) as ledger:
         try:
             if resume is None:
-                session = Session(route, workspace, ledger=ledger, sink=sink, config=config)
+                session = Session(route, workspace, ledger=ledger, sink=sink, config=config, price_table=price_table)
             else:
-                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config)
+                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table)
         except BaseException:
             route.close()
             raise
@@ -157,6 +277,17 @@ def lint_command(
 
     Flags volatile text in the cached head, per-run values in tool schemas, tool order, cache marks
     below the model's minimum or over the provider's limit. Exits 1 on an error-level finding."""
+    from hitrate.harness.cli_format import table_width
+    from hitrate.harness.cli_lint import checked_line, report_lines, wrap
+    from hitrate.harness.defaults import default_model
+    from hitrate.harness.dynamic_context import workspace_context
+    from hitrate.harness.models import ModelSpecError, parse_model_spec
+    from hitrate.harness.router import rules_for
+    from hitrate.harness.session import session_inputs
+    from hitrate.projection.lint import lint
+    from hitrate.projection.project import Projector, ProjectionError
+    from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
+
     ws = _workspace(workspace)
     note = ""
     if model is None:
@@ -180,15 +311,13 @@ def lint_command(
     except ProjectionError as exc:
         _fail(f"cannot build the prompt: {exc}")
     findings = lint(prompt, rules)
-    typer.echo(f"lint {ws} for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
-               f"{len(prompt.breakpoints)} cache mark(s)")
-    for f in findings:
-        where = f.section or "prompt"
-        if f.location:
-            where += f" {f.location}"
-        typer.echo(f"  {f.severity:<7} {f.code} [{where}] {f.message}")
-    if not findings:
-        typer.echo("  no findings")
+    width = table_width()
+    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+               f"{len(prompt.breakpoints)} cache mark(s)", width)  # fmt: skip
+    out.append(f"workspace: {ws}")  # never wrapped: a path is copied whole
+    out += wrap(checked_line(prompt, rules, [d.path for d in inputs.docs], len(inputs.tool_specs)), width)
+    out += report_lines(findings, rules, width) if findings else ["no findings: nothing in the cached head changes between runs."]
+    typer.echo("\n".join(out))
     errors = sum(1 for f in findings if f.severity == "error")
     sys.stdout.flush()
     raise typer.Exit(1 if errors else 0)

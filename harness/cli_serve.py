@@ -7,15 +7,46 @@ from typing import Optional
 
 import typer
 
-from hitrate.harness.cli import add_command
+from hitrate.harness.cli import add_command, require_extra
 
 
 def register(app: typer.Typer) -> None:
     add_command(app, "serve", serve_command)
+    engine_app = typer.Typer(help="The bundled local engine.", no_args_is_help=True)
+    add_command(engine_app, "verify", verify_command)
+    app.add_typer(engine_app, name="engine")
+
+
+def verify_command(
+    model: str = typer.Argument(..., help="A local model folder, a .gguf file, or a Hugging Face hub id."),
+    prompt: Optional[str] = typer.Option(None, help="Text to verify on (default: a built-in agent prompt)."),
+    device: Optional[str] = typer.Option(None, help="cuda, cpu, mps (default: best available)."),
+    dtype: Optional[str] = typer.Option(None, help="float32, bfloat16, float16 (default: by device)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
+) -> None:
+    """Measure the prefix cache on MODEL: for a prompt and a variant edited in the middle, the
+    cached-vs-recompute logit difference, K/V groups, the QK products the cache saved, and K/V bytes
+    per token (accounted vs theoretical)."""
+    require_extra("local", "hitrate engine verify")
+    import json
+
+    from hitrate.engine.api import EngineError
+    from hitrate.engine.runner import TransformersEngine
+    from hitrate.engine.verify import DEFAULT_PROMPT, verify
+
+    try:
+        engine = TransformersEngine.from_pretrained(model, device=device, dtype=dtype, pool_tokens=1 << 14,
+                                                    local_files_only=local_files_only)
+        report = verify(engine, prompt or DEFAULT_PROMPT)
+    except (EngineError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else "\n".join(report.lines()))
 
 
 def serve_command(
-    model: str = typer.Argument(..., help="A local model folder or a Hugging Face hub id."),
+    model: str = typer.Argument(..., help="A local model folder, a .gguf file, or a Hugging Face hub id."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on."),
     port: int = typer.Option(8000, min=1, max=65535, help="Port to listen on."),
     pool_tokens: Optional[int] = typer.Option(
@@ -23,6 +54,7 @@ def serve_command(
     ),
     page_size: int = typer.Option(1, help="Tokens per KV page; 1 caches at token granularity."),
     host_tier_tokens: int = typer.Option(0, help="Host-memory tier for evicted pages, in tokens (0: off)."),
+    max_batch: int = typer.Option(8, min=1, help="Requests decoded together (continuous batching); more wait."),
     device: Optional[str] = typer.Option(None, help="cuda, cuda:1, cpu, mps (default: best available)."),
     dtype: Optional[str] = typer.Option(None, help="float32, bfloat16, float16 (default: by device)."),
     served_model_name: list[str] = typer.Option(
@@ -33,7 +65,9 @@ def serve_command(
     trust_remote_code: bool = typer.Option(False, help="Allow model code shipped with the checkpoint."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
-    """Serve MODEL with an exact prefix cache: /v1/chat/completions, /v1/messages, /metrics."""
+    """Serve MODEL with an exact prefix cache and continuous batching: /v1/chat/completions,
+    /v1/responses, /v1/completions, /v1/messages, /tokenize, /detokenize, /metrics."""
+    require_extra("local", "hitrate serve")
     from hitrate.engine.api import EngineError
     from hitrate.engine.runner import TransformersEngine
     from hitrate.engine.server import serve
@@ -51,6 +85,7 @@ def serve_command(
             pool_tokens=pool_tokens,
             page_size=page_size,
             host_tier_tokens=host_tier_tokens,
+            max_batch=max_batch,
             model_name=served_model_name[0] if served_model_name else None,
             local_files_only=local_files_only,
             trust_remote_code=trust_remote_code,
@@ -65,7 +100,8 @@ def serve_command(
         raise
     names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
     typer.echo(
-        f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions, Anthropic: /v1/messages, "
+        f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions /v1/responses /v1/completions, "
+        f"Anthropic: /v1/messages, "
         f"metrics: /metrics; context {engine.max_context} tokens, "
         f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
     )

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-from datetime import date, timezone
+import re
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from hitrate.harness.cli import add_command, fail
-from hitrate.store.ledger import ENV_DB, GroupBy, GroupSummary, Ledger, default_ledger_path
-from hitrate.store.litellm_import import LiteLLMFormatError, load_litellm_file
-from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
-from hitrate.store.records import CallRecord
 
-_GROUPS = ("session", "run", "task", "model", "backend", "kind")  # kind: agent calls "(none)" vs "keepalive" warm-ups
-_PRICE_COLUMNS = ("model", "input", "output", "w 5m", "w 30m", "w 1h", "w 12h", "read", "min cache", "as of", "note")
+# The ledger, price table and rich load when a command runs, not when `hitrate --help` lists it.
+if TYPE_CHECKING:
+    from hitrate.store.prices import ModelPrice, PriceSchedule, PriceTable, Tier
+
+_GROUPS = ("session", "day", "run", "task", "model", "backend", "kind")  # kind: agent calls "call" vs "keepalive" warm-ups
+_DEFAULT_LIMIT = 20
+_PRICE_COLUMNS = ("model", "in", "out", "w5m", "w30m", "w1h", "w12h", "read", "min")
 
 
 def register(app: typer.Typer) -> None:
@@ -28,194 +28,158 @@ def register(app: typer.Typer) -> None:
 
 def prices_command(
     model: str | None = typer.Option(None, "--model", "-m", help="Only models whose name or alias contains this text."),
-    snapshot: Path | None = typer.Option(None, "--snapshot", help="Show this price snapshot JSON instead of the shipped one."),
-    litellm: Path | None = typer.Option(
-        None, "--litellm", help="Show prices imported from a LiteLLM model_prices_and_context_window.json file."
+    prices: Path | None = typer.Option(
+        None, "--prices", help="A price file: a hitrate snapshot, or LiteLLM's model_prices_and_context_window.json "
+        "merged over the shipped prices (default: $HITRATE_PRICES, the config file's `prices`, else the shipped snapshot)."
     ),
+    snapshot: Path | None = typer.Option(None, "--snapshot", hidden=True, help="Same as --prices."),
+    litellm: Path | None = typer.Option(None, "--litellm", hidden=True, help="Same as --prices."),
     as_json: bool = typer.Option(False, "--json", help="Print the selected entries as JSON."),
 ) -> None:
     """Show per-model prices (USD per 1M tokens) with tiers, dates and sources.
 
     Input, output, cache writes per TTL class and cache reads; long-context and peak-hour tiers;
-    the minimum cacheable prompt; the date each price was seen and where."""
-    table = _load_table(snapshot, litellm)
+    the minimum cacheable prompt; the date each price was seen and where. Runs, reports and
+    `whatif` use the same price source (--prices, $HITRATE_PRICES or the config file)."""
+    from hitrate.harness.price_source import PriceSourceError, price_table
+
+    given = [p for p in (prices, snapshot, litellm) if p is not None]
+    if len(given) > 1:
+        _fail("give one price file (--prices)")
+    try:
+        table = price_table(given[0] if given else None)
+    except PriceSourceError as exc:
+        _fail(f"cannot read prices: {exc}")
     wanted = [m for m in table.models if model is None or _matches(m, model)]
     if not wanted:
         _fail(f"no model matches {model!r} in price snapshot {table.id}")
     if as_json:
         typer.echo(json.dumps([m.model_dump(mode="json") for m in wanted], indent=1))
         return
-    # Tier notes and source URLs are long: they go under the table as numbered notes, so the
-    # price columns stay readable in an 80-column terminal.
-    out = Table(title=f"prices (USD / 1M tokens) - snapshot {table.id}, as of {table.as_of.isoformat()}")
-    for column in _PRICE_COLUMNS:
-        out.add_column(column, justify="left" if column in ("model", "as of") else "right",
-                       no_wrap=column in ("model", "as of"))
+    _print_prices(table, wanted)
+
+
+def _print_prices(table: PriceTable, wanted: list[ModelPrice]) -> None:
+    """One row per model; columns no listed model has are left out. Tier notes and source URLs are
+    long: they go under the table as numbered notes, so the rates stay readable at 80 columns."""
+    from rich import box
+    from rich.table import Table
+
+    from hitrate.harness.cli_format import console, shrink_to_fit
+
     notes: list[str] = []
+    rows: list[list[str]] = []
     for entry in wanted:
         schedule = entry.current
         base = schedule.tiers[0]
         tiers = _tier_notes(entry, schedule)
-        notes.append(f"[{len(notes) + 1}] {entry.model}: " + (f"{tiers}; " if tiers != "-" else "") + f"source {schedule.source}")
-        out.add_row(
-            entry.model + ("" if schedule.confirmed else " (unconfirmed)"),
-            _money(base.input),
-            _money(base.output),
-            _money(base.write_5m),
-            _money(base.write_30m),
-            _money(base.write_1h),
-            _money(base.write_12h),
-            _money(base.read),
-            "-" if entry.min_cacheable_tokens is None else str(entry.min_cacheable_tokens),
-            schedule.as_of.isoformat(),
-            str(len(notes)),
-        )
-    console = Console()
-    console.print(out)
+        notes.append(f"{entry.model}: " + (f"{tiers}; " if tiers != "-" else "")
+                     + f"as of {schedule.as_of.isoformat()}; source {schedule.source}")  # fmt: skip
+        rows.append([
+            entry.model + ("" if schedule.confirmed else " (?)"),
+            *(_money(v) for v in (base.input, base.output, base.write_5m, base.write_30m, base.write_1h, base.write_12h, base.read)),
+            "-" if entry.min_cacheable_tokens is None else f"{entry.min_cacheable_tokens:,}",
+        ])  # fmt: skip
+    keep = [i for i, column in enumerate(_PRICE_COLUMNS) if column == "model" or any(r[i] != "-" for r in rows)]
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i in keep:
+        column = _PRICE_COLUMNS[i]
+        if column == "model":
+            out.add_column(column, no_wrap=True, overflow="ellipsis")
+        else:
+            # Rates are never cut: only the model name gives way on a narrow terminal.
+            width = max(len(column), *(len(r[i]) for r in rows))
+            out.add_column(column, justify="right", no_wrap=True, min_width=width)
+    for row in rows:
+        out.add_row(*(row[i] for i in keep))
+    screen = console()
+    screen.print(f"prices, USD per 1M tokens (snapshot {table.id}, {table.as_of.isoformat()})", style="bold")
+    shrink_to_fit(out, [0], screen)
+    screen.print(out)
+    screen.print("in, out: input and output; w5m … w12h: cache writes by TTL; read: cache reads; "
+                 "min: shortest cacheable prompt, in tokens.", style="dim")
+    if any(not e.current.confirmed for e in wanted):
+        screen.print("(?): not yet confirmed by the provider's price page.", style="dim")
     for note in notes:
-        console.print(note, highlight=False, soft_wrap=False)
+        # Notes wrap at spaces (never inside a rate or a URL): each is one line in a wide terminal.
+        screen.print(note, overflow="fold")
 
 
 def ledger_command(
     by: str = typer.Option("session", "--by", help=f"Group calls by {' | '.join(_GROUPS)}."),
-    db: Path | None = typer.Option(None, "--db", help=f"Ledger file (default: ${ENV_DB} or the user data directory)."),
+    since: str | None = typer.Option(
+        None, "--since", help="Only calls since this UTC date or time (2026-11-30, 2026-11-30T14:00) or this long ago (90m, 12h, 7d)."
+    ),
+    limit: int | None = typer.Option(
+        None, "--limit", "-n", min=0, help=f"Show this many groups, newest first (default {_DEFAULT_LIMIT} sessions, all other groups; 0: all)."
+    ),
+    db: Path | None = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data directory)."),
     run: str | None = typer.Option(None, "--run", help="Only calls of this run id."),
     as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
     flagged: bool = typer.Option(False, "--flagged", help="List the calls whose usage payload held a contradiction."),
 ) -> None:
-    """Summarize recorded calls by session, run, task, model or backend.
+    """Summarize recorded calls: by session (the default), day, run, task, model, backend or kind.
 
-    Per group: calls, token buckets, the Σ-based hit ratio Σread / Σ(read + writes + fresh), the
-    share of calls with any cache hit (a different figure), and cost. Calls whose usage payload
+    Newest first. Sessions show their date, model and first prompt, under a total for each day.
+    Per group: calls, token buckets, the Σ-hit ratio Σread / Σ(read + writes + fresh), the share of
+    calls that read anything from cache (a different figure), and cost. Calls whose usage payload
     contradicted itself are counted under "flagged" and listed below the table (all of them with
     --flagged)."""
+    from hitrate.store.ledger import Ledger, default_ledger_path
+
     if by not in _GROUPS:
         _fail(f"--by must be one of {', '.join(_GROUPS)}, not {by!r}")
+    since_at = _parse_since(since) if since is not None else None
     path = db if db is not None else default_ledger_path()
     if not path.exists():
-        _fail(f"no ledger at {path} (nothing has been recorded there yet)")
-    with Ledger(path) as ledger:
-        groups = ledger.summarize(by, run_id=run)  # type: ignore[arg-type]
-        flagged_rows = ledger.flagged_calls(run_id=run)
-    if flagged:
-        _print_flagged(flagged_rows, path, as_json=as_json, limit=None)
+        # A first look before anything ran is not an error.
+        typer.echo(f"no calls recorded yet: there is no ledger at {path} (`hitrate run` or `hitrate demo` starts one)")
         return
+    if limit is None:
+        limit = _DEFAULT_LIMIT if by == "session" else 0
+    from hitrate.harness import cli_ledger_tables as ledger_tables
+
+    with Ledger(path) as ledger:
+        flagged_rows = ledger.flagged_calls(run_id=run)
+        if flagged:
+            ledger_tables.print_flagged(flagged_rows, path, as_json=as_json, limit=None)
+            return
+        if by == "session" and run is None and not as_json:
+            from hitrate.harness.cli_sessions import recent_sessions
+
+            sessions = recent_sessions(ledger, since=since_at)
+            days = ledger.summarize("day", since=since_at)
+            ledger_tables.print_sessions(path, sessions, days, limit=limit, since=since)
+            if flagged_rows:
+                ledger_tables.print_flagged(flagged_rows, path, as_json=False, limit=ledger_tables.FLAGGED_SHOWN)
+            return
+        groups = ledger.summarize(by, run_id=run, since=since_at)  # type: ignore[arg-type]
+    groups.sort(key=lambda g: g.last_at or datetime.min.replace(tzinfo=timezone.utc), reverse=True)
+    if limit:
+        groups = groups[:limit]
     if as_json:
         typer.echo(json.dumps([g.model_dump(mode="json") for g in groups], indent=1))
         return
     if not groups:
-        typer.echo(f"no calls recorded in {path}" + (f" for run {run}" if run else ""))
+        typer.echo(f"no calls recorded in {path}" + (f" for run {run}" if run else "") + (f" since {since}" if since else ""))
         return
-    _print_groups(by, groups, path)  # type: ignore[arg-type]
+    ledger_tables.print_groups(by, groups, path)
     if flagged_rows:
-        _print_flagged(flagged_rows, path, as_json=False, limit=FLAGGED_SHOWN)
+        ledger_tables.print_flagged(flagged_rows, path, as_json=False, limit=ledger_tables.FLAGGED_SHOWN)
 
 
-FLAGGED_SHOWN = 10
-"""Flagged calls listed under the summary table (`--flagged` lists them all)."""
-
-
-def _print_flagged(calls: list[CallRecord], path: Path, *, as_json: bool, limit: int | None) -> None:
-    """The calls whose usage held a contradiction: when, which model, and each flag."""
-    if as_json:
-        typer.echo(json.dumps([
-            {"id": c.id, "started_at": c.started_at.isoformat(), "model": c.model, "flags": list(c.usage.flags),
-             "raw_usage": c.raw_usage} for c in calls
-        ], indent=1))
-        return
-    if not calls:
-        typer.echo(f"no flagged calls in {path}")
-        return
-    shown = calls if limit is None else calls[:limit]
-    out = Table(title=f"{len(calls)} flagged call(s): usage stored with its best reading and the raw payload")
-    out.add_column("call", no_wrap=True)
-    out.add_column("started (UTC)", no_wrap=True)
-    out.add_column("model", overflow="fold")
-    out.add_column("flags", overflow="fold")
-    for call in shown:
-        started = call.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        out.add_row(call.id[:SHORT_ID], started, call.model, "\n".join(call.usage.flags))
-    Console().print(out)
-    if len(shown) < len(calls):
-        typer.echo(f"... and {len(calls) - len(shown)} more: hitrate ledger --flagged")
-
-
-_ID_GROUPS = ("session", "run", "task")
-SHORT_ID = 12
-"""Characters of an id shown when the full table does not fit the terminal (as git shortens
-commit ids); `--json` always has them whole."""
-_WIDE_ENOUGH = 150
-"""Console width from which the table shows whole ids."""
-_OPTIONAL = {"write 5m": "0", "write 30m": "0", "write 1h": "0", "write 12h": "0", "flagged": "0", "unknown": "-"}
-"""Columns shown only when some group has something in them (each provider has its own write
-buckets), so the table fits a narrow terminal."""
-
-
-def _print_groups(by: GroupBy, groups: list[GroupSummary], path: Path) -> None:
-    console = Console()
-    shorten = by in _ID_GROUPS and console.width < _WIDE_ENOUGH
-    title = f"ledger {path} by {by}"
-    if shorten:
-        title += f" (ids shortened to {SHORT_ID} characters; --json has them whole)"
-    rows = [_group_row(by, group, shorten) for group in groups]
-    columns = [by, "calls", "failed", "fresh", "write 5m", "write 30m", "write 1h", "write 12h", "read", "output",
-               "Σ-hit ratio", "calls with hit", "cost $", "flagged", "unknown"]
-    keep = [i for i, column in enumerate(columns)
-            if column not in _OPTIONAL or any(row[i] != _OPTIONAL[column] for row in rows)]
-    out = Table(title=title)
-    for i in keep:
-        column = columns[i]
-        if column == by:
-            # The group key (an id) is what a user copies: never wrapped or folded.
-            out.add_column(column, justify="left", no_wrap=True, overflow="ellipsis")
-        else:
-            out.add_column(column, justify="left" if column == "unknown" else "right", overflow="fold")
-    for row in rows:
-        out.add_row(*(row[i] for i in keep))
-    console.print(out)
-
-
-def _group_row(by: GroupBy, group: GroupSummary, shorten: bool) -> list[str]:
-    t = group.totals
-    key = group.key or "(none)"
-    name = key[:SHORT_ID] if shorten and group.key else key
-    if group.label:
-        name += f" {group.label}"
-    if group.outcome:
-        name += f" [{group.outcome}]"
-    cost_text = "-" if t.cost_usd is None else f"{t.cost_usd:.6f}"
-    if t.unpriced_calls and t.cost_usd is not None:
-        cost_text += f" (+{t.unpriced_calls} unpriced)"
-    return [
-        name,
-        str(t.calls),
-        str(t.failed_calls),
-        f"{t.fresh_input:,}",
-        f"{t.cache_write_5m:,}",
-        f"{t.cache_write_30m:,}",
-        f"{t.cache_write_1h:,}",
-        f"{t.cache_write_12h:,}",
-        f"{t.cache_read:,}",
-        f"{t.output:,}",
-        _percent(t.hit_ratio),
-        _percent(t.calls_with_hit_share),
-        cost_text,
-        str(t.flagged_calls),
-        ", ".join(f"{k}: {v}" for k, v in t.unknown.items()) or "-",
-    ]
-
-
-def _load_table(snapshot: Path | None, litellm: Path | None) -> PriceTable:
-    if snapshot is not None and litellm is not None:
-        _fail("give --snapshot or --litellm, not both")
+def _parse_since(text: str) -> datetime:
+    """`--since`: a UTC date or date-time, or a span back from now (90m, 12h, 7d, 2w)."""
+    value = text.strip()
+    match = re.fullmatch(r"(\d+)\s*([mhdw])", value)
+    if match:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
+        return datetime.now(timezone.utc) - timedelta(**{unit: int(match.group(1))})
     try:
-        if snapshot is not None:
-            return PriceTable.from_file(snapshot)
-        if litellm is not None:
-            return load_litellm_file(litellm, as_of=date.fromtimestamp(litellm.stat().st_mtime))
-    except (OSError, ValueError, LiteLLMFormatError) as exc:
-        _fail(f"cannot read prices: {exc}")
-    return PriceTable.default()
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        _fail(f"--since {text!r}: give a date (2026-11-30), a date and time (2026-11-30T14:00) or a span (90m, 12h, 7d)")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _matches(entry: ModelPrice, text: str) -> bool:

@@ -16,6 +16,7 @@ fields, and a DeepSeek model behind a gateway must.
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Literal
 from urllib.parse import urlparse
@@ -95,6 +96,19 @@ _KEY_ENV = {
 
 PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini", "openai-compat", "local")
 
+MODEL_ALIASES: dict[str, str] = {
+    "sonnet": "anthropic/claude-sonnet-5",
+    "opus": "anthropic/claude-opus-5",
+    "haiku": "anthropic/claude-haiku-5-5",
+    "claude": "anthropic/claude-sonnet-5",
+    "gpt": "openai/gpt-5.6",
+    "gpt-mini": "openai/gpt-5.6-luna",
+    "deepseek": "deepseek/deepseek-flash",
+    "gemini": "gemini/gemini-3.5-flash",
+}
+"""Short names for current models: `--model sonnet`. The one table of them; `hitrate run --help`
+lists it, and each value must be a model the shipped price snapshot prices."""
+
 
 def quirks_for_openai_base_url(base_url: str) -> Quirks:
     """Pick usage fields and request extras from the server's host."""
@@ -115,10 +129,14 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
     """Parse `provider/model[...]` into a ModelSpec, honouring *_BASE_URL overrides from env."""
     env = dict(os.environ) if env is None else env
     spec = spec.strip()
+    spec = MODEL_ALIASES.get(spec.lower(), spec)
     if "/" not in spec:
+        close = difflib.get_close_matches(spec.lower(), list(MODEL_ALIASES), n=1)
+        hint = f"; did you mean {close[0]} ({MODEL_ALIASES[close[0]]})?" if close else ""
         raise ModelSpecError(
             f"model spec {spec!r} has no provider: write provider/model, one of "
             + ", ".join(f"{p}/..." for p in PROVIDERS)
+            + f", or a short name: {', '.join(MODEL_ALIASES)}{hint}"
         )
     provider, _, rest = spec.partition("/")
     provider = provider.lower()

@@ -18,7 +18,14 @@ from hitrate.harness.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from hitrate.harness.cli_format import colour_wanted
 from hitrate.harness.summary import SessionSummary, count_text, summary_lines
+
+# SGR codes (ECMA-48), used only when colour_wanted() says the stream is a terminal without NO_COLOR.
+_STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+ERROR_LINES = 8
+"""Lines of a failed tool call's result shown: the model's error text is what the user needs."""
 
 
 def call_line(event: CallRecorded) -> str:
@@ -47,24 +54,38 @@ def _short(text: str, limit: int = 160) -> str:
     return first + (f"  (+{lines - 1} lines)" if lines > 1 else "")
 
 
+def _error_text(text: str, limit: int = 160) -> list[str]:
+    """A failed tool call's result: its first ERROR_LINES lines, each cut at `limit` characters."""
+    lines = [line[: limit - 1] + "…" if len(line) > limit else line for line in text.strip().splitlines()] or [""]
+    if len(lines) > ERROR_LINES:
+        lines = lines[:ERROR_LINES] + [f"(+{len(lines) - ERROR_LINES} lines)"]
+    return lines
+
+
 class TerminalPrinter:
     """Streams the model's text and tool activity; prints one line per recorded call and the summary."""
 
-    def __init__(self, out: TextIO | None = None, *, show_text: bool = True) -> None:
+    def __init__(self, out: TextIO | None = None, *, show_text: bool = True, colour: bool | None = None) -> None:
         self.out = out or sys.stdout
         self.show_text = show_text
+        self.colour = colour_wanted(self.out) if colour is None else colour
         self._mid_line = False
 
-    def _line(self, text: str) -> None:
+    def _paint(self, text: str, *styles: str) -> str:
+        if not self.colour or not styles:
+            return text
+        return f"\x1b[{';'.join(_STYLES[s] for s in styles)}m{text}\x1b[0m"
+
+    def _line(self, text: str, *styles: str) -> None:
         if self._mid_line:
             self.out.write("\n")
             self._mid_line = False
-        self.out.write(text + "\n")
+        self.out.write(self._paint(text, *styles) + "\n")
         self.out.flush()
 
     def __call__(self, event: BaseModel) -> None:
         if isinstance(event, SessionStarted):
-            self._line(f"hitrate · {event.model} · workspace {event.workspace}")
+            self._line(f"hitrate · {event.model} · workspace {event.workspace}", "bold")
         elif isinstance(event, TextDelta):
             if self.show_text:
                 self.out.write(event.text)
@@ -75,19 +96,31 @@ class TerminalPrinter:
             if event.replayed and event.text:
                 self._line(f"assistant (replayed): {event.text}")
         elif isinstance(event, ToolCallStarted):
-            self._line(f"→ {event.name} {_short(event.arguments, 120)}")
+            self._line(f"→ {event.name} {_short(event.arguments, 120)}", "cyan")
         elif isinstance(event, ToolCallFinished):
-            mark = "✗" if event.is_error else "✓"
-            self._line(f"  {mark} {_short(event.content)}")
+            if event.is_error:
+                # The error text is what the model reads next; the user should see it too.
+                first, *rest = _error_text(event.content)
+                self._line(f"  ✗ {first}", "red")
+                for line in rest:
+                    self._line(f"    {line}", "red")
+            else:
+                self._line(f"  ✓ {_short(event.content)}", "dim")
         elif isinstance(event, CallRetrying):
-            self._line(f"[call {event.step}] attempt {event.attempt} failed ({event.error}); retrying in {event.delay_s:.1f}s")
+            self._line(f"[call {event.step}] attempt {event.attempt} failed ({event.error}); retrying in {event.delay_s:.1f}s",
+                       "yellow")
         elif isinstance(event, CallRecorded):
-            self._line(call_line(event))
+            self._line(call_line(event), "red" if event.error is not None else "dim")
         elif isinstance(event, EpochStarted) and event.number > 0:
-            self._line(f"[epoch {event.number}] {event.reason}")
+            self._line(f"[epoch {event.number}] {event.reason}", "yellow")
         elif isinstance(event, Finished):
             self._line("")
-            for line in summary_lines(SessionSummary.model_validate(event.summary)):
+            lines = summary_lines(SessionSummary.model_validate(event.summary))
+            self._line(lines[0], "bold")
+            if event.detail and event.status != "end_turn":
+                # The same detail the JSON's `finished` event carries: which limit, or what failed.
+                self._line(f"stopped: {event.detail}", "red" if event.status == "error" else "yellow")
+            for line in lines[1:]:
                 self._line(line)
 
 

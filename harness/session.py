@@ -43,6 +43,7 @@ from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.interruptible import Cancelled, GuardedCall, cancellable_sleep
 from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
+from hitrate.harness.price_source import configured_price_table
 from hitrate.harness.resume import (
     PreviousRequest,
     SessionNotResumable,
@@ -56,6 +57,7 @@ from hitrate.harness.resume import (
 from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
+from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
@@ -88,7 +90,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording):
+class Session(SessionRecording, SessionCompaction):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -197,7 +199,9 @@ class Session(SessionRecording):
         self.config = config or SessionConfig()
         self.inputs = inputs or session_inputs(self.workspace)
         self.sink = sink
-        self.price_table = price_table or PriceTable.default()
+        # Without a table given, the configured price source ($HITRATE_PRICES, the config file's
+        # `prices`), else the shipped snapshot: evals and the TUI price calls as `run` does.
+        self.price_table = price_table or configured_price_table()
         self.sleep = sleep
         self.clock = clock
         self._context = context or (lambda: workspace_context(self.workspace))
@@ -214,6 +218,8 @@ class Session(SessionRecording):
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
         self._previous: PreviousRequest | None = None
         """The last request that returned, to explain the next one's misses."""
+        self._compacted = False
+        """The transcript was compacted since the last call: its miss is labelled `compacted`."""
         self._cache: tuple[CacheRules, CacheState] | None = None
         """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
@@ -311,11 +317,15 @@ class Session(SessionRecording):
             epoch_reason=self._epoch_reason,
         )
 
-    def call(self, step: int, policy: Policy, cancel: threading.Event | None = None) -> StepOutcome:
+    def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
         """Project, call with retries, record, then append the turn `policy` chooses. With
-        `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded)."""
+        `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded).
+        A prompt near the model's window is compacted first (`session_compaction`); one the
+        provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
         prompt = self._project()
+        if self._needs_compaction(prompt) and self.compact(cancel) is not None:
+            prompt = self._project()
         self._epoch_reason = None
         route = self.route
         epoch = self._epochs.view(prompt, reason)
@@ -350,6 +360,8 @@ class Session(SessionRecording):
         except CallError as error:
             suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
             self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
+            if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
+                return self.call(step, policy, cancel, _overflowed=True)
             raise
         except (Cancelled, KeyboardInterrupt) as exc:
             message = f"cancelled: {exc}" if str(exc) else "cancelled"
@@ -414,9 +426,20 @@ class Session(SessionRecording):
         rules = self.route.explain_rules
         if self._cache is None or self._cache[0] != rules:
             self._cache = (rules, session_cache(rules, self._previous))
-        return explain_against(
+        explanation = explain_against(
             self._previous, prompt, started_at=started_at, rules=rules, usage=result.usage, cache=self._cache[1]
         )
+        if self._compacted and prompt.messages != self._previous_messages():
+            # The history was replaced by its summary on purpose: say so, with what it cost.
+            self._compacted = False
+            if explanation.reason == "prefix_changed":
+                explanation = explanation.model_copy(
+                    update={"reason": "compacted", "label": "compacted", "detail": "the history was compacted into a summary"}
+                )
+        return explanation
+
+    def _previous_messages(self) -> tuple:
+        return self._previous.prompt.messages if self._previous is not None else ()
 
     # ------------------------------------------------------------------ tools
 

@@ -31,6 +31,11 @@ class SessionConfig(BaseModel):
     """Ledger tag for evals ("cache_aware", "naive")."""
     cache_mode: str | None = None
     """Ledger tag for evals ("cold", "warm")."""
+    context_window: int | None = Field(default=None, ge=1)
+    """The model's input window in tokens; None: the price table's `max_input_tokens` (no
+    compaction where neither is known)."""
+    compact_at: float = Field(default=0.8, gt=0, le=1)
+    """Compact the transcript before a call whose prompt passes this share of the window."""
 
 
 @dataclass

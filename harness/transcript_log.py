@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
+from hitrate.projection.compaction import CompactionPlan, compacted
 from hitrate.projection.transcript import (
     AssistantMessage,
     ContextBlock,
@@ -35,6 +36,8 @@ KIND_USER = "user"
 KIND_ASSISTANT = "assistant"
 KIND_CONTEXT = "context"
 KIND_MODEL = "model"
+KIND_COMPACTION = "compaction"
+"""The transcript was compacted: `{"keep_from": i, "summary": text}` (see projection.compaction)."""
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
@@ -59,6 +62,9 @@ class TranscriptLog:
 
     def model(self, spec: str, reason: str) -> None:
         self._append(KIND_MODEL, json.dumps({"reason": reason, "spec": spec}, sort_keys=True, ensure_ascii=False))
+
+    def compaction(self, keep_from: int, summary: str) -> None:
+        self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
 
     def _append(self, kind: str, body: str) -> None:
         self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
@@ -101,13 +107,20 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 if not messages or not isinstance(messages[-1], UserMessage):
                     raise StoredTranscriptError(f"{where}: a context block must follow a user message")
                 messages[-1] = UserMessage(content=messages[-1].content + (block,))
+            elif entry.kind == KIND_COMPACTION:
+                # The same step the live session took: the summary first, the kept turns after it.
+                body = json.loads(entry.body)
+                keep_from = int(body["keep_from"])
+                kept = Transcript(messages=tuple(messages))
+                plan = CompactionPlan(keep_from=keep_from, dropped_tokens=0, kept_tokens=0)
+                messages = list(compacted(kept, plan, str(body["summary"])).messages)
             elif entry.kind == KIND_MODEL:
                 switch = json.loads(entry.body)
                 model_specs.append(str(switch["spec"]))
                 model_reasons.append(str(switch.get("reason") or ""))
             else:
                 raise StoredTranscriptError(f"{where}: unknown kind of entry")
-        except (ValidationError, TranscriptError, KeyError, json.JSONDecodeError) as exc:
+        except (ValidationError, TranscriptError, KeyError, ValueError, json.JSONDecodeError) as exc:
             raise StoredTranscriptError(f"{where} cannot be read: {exc}") from exc
     try:
         transcript = Transcript(messages=tuple(messages))

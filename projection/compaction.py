@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from importlib import resources
 
 from hitrate.projection.canonical import canonical_bytes, estimate_tokens
-from hitrate.projection.transcript import AssistantMessage, Message, TextBlock, Transcript, UserMessage
+from hitrate.projection.transcript import AssistantMessage, Message, TextBlock, ToolResultBlock, Transcript, UserMessage
 
 INSTRUCTION_FILE = "compaction_instruction.md"
+PENDING_RESULT = "(this result is kept in full after the summary)"
 NO_REPLY = "(no reply)"
 """The placeholder for a reply that never came, so roles keep alternating."""
 SUMMARY_HEADER = "[Summary of the earlier part of this conversation, written when it was compacted]\n\n"
@@ -48,13 +49,15 @@ def needs_compaction(prompt_tokens: int, context_window: int, *, threshold: floa
 
 
 def summary_transcript(transcript: Transcript, *, sent: int, instruction: str | None = None) -> Transcript:
-    """The transcript of the summary request: everything as it is, then the instruction.
+    """The transcript of the summary request: everything the last request sent, unchanged, then
+    the instruction.
 
     `sent` is how many messages the last request carried (they are in the cache; none of their
-    bytes may change). A user turn after them, not sent yet (tool results, the user's next prompt),
-    takes the instruction as its last text; otherwise the instruction is a user turn of its own
-    (after a placeholder reply if the last sent turn never got one). Either way the whole history
-    the last request sent is read from the cache."""
+    bytes may change). A user turn after them that was not sent yet (tool results, the user's next
+    prompt) takes the instruction as its last text, its tool results stubbed: that turn is kept
+    verbatim after the summary, and a large result must not push the summary request itself past
+    the window. Otherwise the instruction is a user turn of its own (after a placeholder reply if
+    the last sent turn never got one)."""
     text = TextBlock(text=instruction or compaction_instruction())
     messages = transcript.messages
     if not messages:
@@ -64,7 +67,11 @@ def summary_transcript(transcript: Transcript, *, sent: int, instruction: str | 
     last = messages[-1]
     if isinstance(last, UserMessage):
         if len(messages) > sent and not last.context_blocks:
-            return Transcript(messages=messages[:-1] + (UserMessage(content=last.content + (text,)),))
+            content = tuple(
+                ToolResultBlock(call_id=b.call_id, content=PENDING_RESULT) if isinstance(b, ToolResultBlock) else b
+                for b in last.content
+            )
+            return Transcript(messages=messages[:-1] + (UserMessage(content=content + (text,)),))
         return transcript.extend([AssistantMessage(content=(TextBlock(text=NO_REPLY),)), UserMessage(content=(text,))])
     return transcript.append(UserMessage(content=(text,)))
 

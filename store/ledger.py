@@ -47,7 +47,7 @@ from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, MessageRecord, RunRecord, SessionRecord, TaskRecord, utc_now
 
 ENV_DB = "HITRATE_DB"
-GroupBy = Literal["session", "run", "task", "model", "backend", "kind"]
+GroupBy = Literal["session", "run", "task", "model", "backend", "kind", "day"]
 _GROUP_COLUMN: dict[str, str] = {
     "session": "session_id",
     "run": "run_id",
@@ -55,6 +55,8 @@ _GROUP_COLUMN: dict[str, str] = {
     "model": "model",
     "backend": "backend",
     "kind": "kind",
+    # started_at is stored as UTC ISO text, so its first ten characters are the UTC date.
+    "day": "substr(started_at, 1, 10)",
 }
 
 
@@ -88,6 +90,9 @@ class GroupSummary(BaseModel):
     """A run's label or a task's name, where there is one."""
     outcome: str | None = None
     """A task's outcome (by="task" only)."""
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+    """When the group's first and last calls started."""
     totals: UsageTotals
 
 
@@ -395,16 +400,22 @@ class Ledger:
         where, params = _where({"session_id": session_id, "run_id": run_id, "task_id": task_id})
         return _totals_from_row(self._query(f"SELECT {_SUMMARY_SELECT} FROM calls {where}", params)[0])
 
-    def summarize(self, by: GroupBy = "session", *, run_id: str | None = None) -> list[GroupSummary]:
-        """Totals per session / run / task / model / backend / kind, in order of first call (by
-        kind: ordinary calls under None, keep-alive warm-ups under "keepalive")."""
+    def summarize(
+        self, by: GroupBy = "session", *, run_id: str | None = None, since: datetime | None = None
+    ) -> list[GroupSummary]:
+        """Totals per session / run / task / model / backend / kind / UTC day, in order of first
+        call (by kind: ordinary calls under None, keep-alive warm-ups under "keepalive"). With
+        `since`, only calls started at or after it count."""
         if by not in _GROUP_COLUMN:
             raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(_GROUP_COLUMN)}")
         column = _GROUP_COLUMN[by]
         where, params = _where({"run_id": run_id})
+        if since is not None:
+            where += (" AND " if where else "WHERE ") + "started_at >= ?"
+            params.append(_iso(since))
         sql = (
-            f"SELECT {column} AS grp, {_SUMMARY_SELECT} FROM calls {where} "
-            f"GROUP BY {column} ORDER BY MIN(started_at), grp"
+            f"SELECT {column} AS grp, MIN(started_at) AS first_at, MAX(started_at) AS last_at, {_SUMMARY_SELECT} "
+            f"FROM calls {where} GROUP BY {column} ORDER BY MIN(started_at), grp"
         )
         labels: dict[str, tuple[str | None, str | None]] = {}
         if by == "run":
@@ -421,6 +432,8 @@ class Ledger:
                     key=row["grp"],
                     label=label,
                     outcome=outcome if by == "task" else None,
+                    first_at=row["first_at"],
+                    last_at=row["last_at"],
                     totals=_totals_from_row(row),
                 )
             )

@@ -8,11 +8,7 @@ from typing import NoReturn, Optional
 
 import typer
 
-from hitrate.harness.agent import AgentLimits
 from hitrate.harness.cli import add_command
-from hitrate.harness.defaults import default_model
-from hitrate.harness.models import ModelSpecError
-from hitrate.harness.session import SessionConfig
 
 EXIT_USAGE = 2
 
@@ -21,9 +17,10 @@ def register(app: typer.Typer) -> None:
     add_command(app, "tui", tui_command)
 
 
-def _resumable(db: Optional[Path], session_id: str) -> tuple[str | None, str | None]:
-    """(model spec, workspace) the session to resume last used, so it goes on where its cache and
-    its files are; exits with a usage error when there is no such session to resume."""
+def _resumable(db: Optional[Path], session_id: str) -> tuple[str, str | None, str | None]:
+    """(whole id, model spec, workspace) of the session to resume (given by its id or a unique
+    prefix), so it goes on where its cache and its files are; exits with a usage error when there
+    is no such session to resume."""
     from hitrate.harness.resume import SessionNotResumable, load_session
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
@@ -31,12 +28,18 @@ def _resumable(db: Optional[Path], session_id: str) -> tuple[str | None, str | N
     path = db or default_ledger_path()
     if not path.is_file():
         _fail(f"no saved transcript for session {session_id}: there is no ledger at {path}")
+    from hitrate.harness.cli_sessions import SessionLookupError, resolve_session
+
     try:
         with Ledger(path) as ledger:
+            try:
+                session_id = resolve_session(ledger, session_id)  # a unique prefix of the id is enough
+            except SessionLookupError:
+                pass  # load_session names the id it cannot find
             stored = load_session(ledger, session_id)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
-    return stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
+    return session_id, stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
 
 
 def _fail(message: str) -> NoReturn:
@@ -76,11 +79,15 @@ def tui_command(
 
     Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
     the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
-    # Imported here so `hitrate --help` stays quick: Textual is only loaded for this command.
+    # Imported here so `hitrate --help` stays quick: Textual and the provider SDKs are only loaded
+    # for this command.
+    from hitrate.harness.agent import AgentLimits
     from hitrate.harness.checkpoints import CheckpointError, Checkpoints
-    from hitrate.harness.defaults import config_path
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.keepalive import KeepAliveConfig
+    from hitrate.harness.models import ModelSpecError
     from hitrate.harness.permissions import Permissions, PermissionRuleError
+    from hitrate.harness.session import SessionConfig
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
@@ -93,7 +100,7 @@ def tui_command(
     stored_spec: str | None = None
     keep_workspace = workspace is not None
     if resume is not None:
-        stored_spec, stored_workspace = _resumable(db, resume)
+        resume, stored_spec, stored_workspace = _resumable(db, resume)
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = (workspace or Path(".")).expanduser().resolve()

@@ -28,10 +28,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_serve_command_answers_both_sdks(tiny_llama_path):
+@pytest.mark.parametrize("form", ["folder", "gguf"])
+def test_serve_command_answers_both_sdks(tiny_llama_path, tmp_path, form):
+    from hitrate.engine.tiny import write_tiny_gguf
+
+    model = tiny_llama_path if form == "folder" else write_tiny_gguf(tiny_llama_path, tmp_path / "tiny.gguf")
     port = _free_port()
     proc = subprocess.Popen(
-        [HITRATE, "serve", str(tiny_llama_path), "--port", str(port), "--pool-tokens", "8192",
+        [HITRATE, "serve", str(model), "--port", str(port), "--pool-tokens", "8192",
          "--served-model-name", "local", "--log-level", "warning"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=OFFLINE,
     )

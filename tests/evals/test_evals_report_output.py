@@ -104,7 +104,7 @@ def test_cli_table(ledger_path):
     result = run_cli("report", "run-cold", "run-warm", "--db", str(ledger_path))
     assert result.exit_code == 0, result.output
     assert "cache-aware · cold" in result.output and "cache-aware · warm" in result.output
-    assert "6/9" in result.output and "miss reasons" in result.output
+    assert "6/9" in result.output and "calls with a miss, by reason" in result.output
 
 
 def test_cli_json_and_html_to_files_with_pictures(ledger_path, tmp_path):

@@ -101,6 +101,26 @@ def test_a_long_title_is_wrapped_inside_the_figure():
     long_block = "openai-compat/qwen2.5-coder-32b-instruct@10.0.0.5:8000 · cache-aware · cold · replay"
     fig = call_bars(trajectory().model_copy(update={"block": long_block}), price_label="priced as claude-sonnet-5")
     to_png(fig)  # lays the figure out
-    title = fig.axes[0].title
+    # Above the figure, clear of the running-cost axis along the top.
+    title = fig._suptitle
     assert "\n" in title.get_text() and title.get_text().replace("\n", " ").endswith("priced as claude-sonnet-5")
     assert _inside(fig, title)
+
+
+def _layout_block(layout: str, cost: float) -> Block:
+    b = block("claude-sonnet-5", cost=cost, passed=6)
+    return b.model_copy(update={"key": ConfigKey(model="claude-sonnet-5", layout=layout, cache_mode="cold", policy="replay"),
+                                "n_tasks": 6, "n_scored": 6, "n_passed": 6, "pass_rate": 1.0, "pass_rate_ci95": (0.61, 1.0),
+                                "cost_per_passed_task_usd": cost})  # fmt: skip
+
+
+def test_the_headline_the_axis_range_and_one_tick_size():
+    fig = cost_vs_pass_rate([_layout_block("cache-aware", 0.0148), _layout_block("naive", 0.0540)])
+    to_png(fig)
+    assert fig._suptitle.get_text() == "cache-aware: 73% cheaper per passed task than naive"
+    assert _inside(fig, fig._suptitle) and _inside(fig, fig.axes[0].title)
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    assert 40 <= low <= 55 and high == 102  # both points at 100%, intervals down to 61%: not 0-100
+    sizes = {t.get_fontsize() for t in ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels() if t.get_text()}
+    assert len(sizes) == 1

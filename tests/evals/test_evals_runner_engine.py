@@ -120,10 +120,12 @@ def test_demo_compares_layouts_offline(tmp_path, monkeypatch, model_dir):
     text = out.getvalue()
     assert text.startswith(BANNER.splitlines()[0]) and "not a measure of model quality" in text
     assert result.ok and set(result.runs) == {"cache-aware", "naive"}
-    assert "tokens per bucket" in text and "cache-aware vs naive on the same 2 tasks" in text
-    # The report itself is priced as the illustration model: costs shown, never "unknown price".
-    assert f"costs priced as {ILLUSTRATION_MODEL}" in text and "unknown price" not in text
-    assert f"miss reasons (costs priced as {ILLUSTRATION_MODEL})" in text
+    assert "Σ-hit ratio" in text and "cache-aware vs naive on the same 2 tasks" in text
+    # The report itself is priced as the illustration model: costs shown, never "unpriced".
+    report = text[text.index("eval report:"):]  # the progress lines above say the engine's calls are unpriced
+    assert f"costs priced as {ILLUSTRATION_MODEL}" in report and "unpriced" not in report
+    assert f"calls with a miss, by reason (costs priced as {ILLUSTRATION_MODEL})" in text
+    assert "cheaper per passed task than naive" in text and "replay" in text
     aware, naive = result.figures["cache-aware"], result.figures["naive"]
     assert f"${aware.illustrative_cost_usd:,.4f}" in text and f"${naive.illustrative_cost_usd:,.4f}" in text
     with Ledger(tmp_path / "demo.db") as ledger:  # the engine's rows stay unpriced

@@ -55,3 +55,33 @@ def test_resume_of_an_unknown_session_exits_with_a_usage_error(app, workspace, t
     result = CliRunner().invoke(app, ["run", "next", "--resume", "0abc", "-m", "anthropic/claude-sonnet-5",
                                       "-w", str(workspace), "--db", str(db)], env={"ANTHROPIC_API_KEY": "k"})
     assert result.exit_code == cli_run.EXIT_USAGE and "no saved transcript for session 0abc" in result.stderr
+
+
+def test_resume_by_prefix_and_the_picker(app, fake_server, workspace, tmp_path, monkeypatch):
+    fake_server.push(Reply(text="It subtracts.", usage=USAGE), Reply(text="Plus.", usage=USAGE))
+    db = tmp_path / "ledger.db"
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    runner = CliRunner()
+    first = runner.invoke(app, ["run", "What does add do?", "-m", "sonnet", "-w", str(workspace), "--db", str(db)], env=env)
+    assert first.exit_code == 0, first.output
+    with Ledger(db) as ledger:
+        (session,) = ledger.sessions()
+
+    # `--resume` alone (the CLI passes it on as `--resume=`) lists the sessions and how to continue.
+    picked = runner.invoke(app, ["run", "--resume=", "--db", str(db)], env=env)
+    assert picked.exit_code == 0, picked.output
+    assert session.id[:8] in picked.stderr and "What does add do?" in picked.stderr and "claude-sonnet-5" in picked.stderr
+    assert "hitrate run --resume <id or its first characters>" in picked.stderr
+
+    again = runner.invoke(app, ["run", "And now?", "--resume", session.id[:14], "--db", str(db)], env=env)
+    assert again.exit_code == 0, again.output
+    with Ledger(db) as ledger:
+        assert len(ledger.sessions()) == 1 and len(ledger.calls(session_id=session.id)) == 2
+
+
+def test_a_bare_resume_option_becomes_an_empty_value():
+    from hitrate.harness.cli import bare_options_as_empty
+
+    assert bare_options_as_empty(["hitrate", "run", "--resume"]) == ["hitrate", "run", "--resume="]
+    assert bare_options_as_empty(["hitrate", "run", "--resume", "--db", "x"]) == ["hitrate", "run", "--resume=", "--db", "x"]
+    assert bare_options_as_empty(["hitrate", "run", "--resume", "01ab", "go"]) == ["hitrate", "run", "--resume", "01ab", "go"]

@@ -12,6 +12,7 @@ from projection_builders import Session, calls, results, user
 from hitrate.projection.cache_view import cache_request
 from hitrate.projection.caching import CacheRules, family_for
 from hitrate.projection.compaction import (
+    PENDING_RESULT,
     SUMMARY_HEADER,
     compacted,
     compaction_instruction,
@@ -100,10 +101,12 @@ def test_no_tool_call_is_ever_parted_from_its_result(rounds, keep, pending) -> N
     if not pending:  # the turn ended with the model's reply
         messages.append(AssistantMessage(content=(TextBlock(text="done"),)))
     transcript = Transcript(messages=tuple(messages))
-    # A pending last turn takes the instruction; everything before it stays as it was.
+    # A pending last turn takes the instruction (its results stubbed); everything sent stays as it was.
     sent = len(transcript.messages) - 1 if pending else len(transcript.messages)
     request = summary_transcript(transcript, sent=sent)
     assert request.messages[:sent] == transcript.messages[:sent]
+    if pending and transcript.messages[-1].tool_results:
+        assert all(b.content == PENDING_RESULT for b in request.messages[-1].tool_results)
     plan = plan_compaction(transcript, keep_recent_tokens=keep)
     if plan is None:
         return

@@ -1,0 +1,116 @@
+"""Constrained decoding through llguidance: grammars for structured output and forced tool calls,
+and the per-request matcher that masks the logits before each token is sampled.
+
+Grammars are llguidance grammar strings (`llguidance.grammar_from`), built here from:
+- a JSON schema (`response_format: json_schema`), or any JSON object (`json_object`);
+- the offered tools (`tool_choice: required` / a named function; Anthropic `any` / `tool`): one
+  call in the Hermes markup the tool-call parser reads,
+  `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, whose JSON is held to the
+  tool's parameter schema.
+
+When the grammar is complete only end-of-sequence stays allowed, so generation ends there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+
+from hitrate.engine.api import EngineError
+
+
+def _llguidance():
+    try:
+        import llguidance
+        import llguidance.hf
+        import llguidance.torch
+    except ImportError as exc:  # the `local` extra installs it
+        raise EngineError("structured output and forced tool calls need the llguidance package "
+                          "(pip install 'hitrate[local]')") from exc
+    return llguidance
+
+
+def json_schema_grammar(schema: dict[str, Any]) -> str:
+    """JSON that validates against `schema`, written compactly: with llguidance's default flexible
+    whitespace a small model can fill its whole budget with blanks between two keys."""
+    if not isinstance(schema, dict):
+        raise EngineError("a JSON schema must be a JSON object")
+    schema = {**schema, "x-guidance": {"whitespace_flexible": False, **schema.get("x-guidance", {})}}
+    return _llguidance().grammar_from("json_schema", json.dumps(schema))
+
+
+def json_object_grammar() -> str:
+    return json_schema_grammar({"type": "object"})
+
+
+def tool_call_grammar(tools: list[dict[str, Any]], name: str | None = None, tokenizer=None) -> str:
+    """Exactly one Hermes tool call to one of `tools` (OpenAI function schema), or to `name`.
+    `tokenizer`: where `<tool_call>` / `</tool_call>` are single added tokens (Qwen2.5, Hermes
+    models), the grammar names those tokens, since llguidance matches added tokens only by id."""
+    functions = [t.get("function", {}) for t in tools]
+    if name is not None:
+        functions = [f for f in functions if f.get("name") == name]
+        if not functions:
+            raise EngineError(f"tool_choice names {name!r}, which is not among the tools offered")
+    if not functions:
+        raise EngineError("a forced tool call needs at least one tool")
+    options = [
+        {"type": "object",
+         "properties": {"name": {"const": f["name"]}, "arguments": f.get("parameters") or {"type": "object"}},
+         "required": ["name", "arguments"], "additionalProperties": False}
+        for f in functions
+    ]
+    schema = options[0] if len(options) == 1 else {"anyOf": options}
+    schema["x-guidance"] = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
+    opening, closing = _markup("<tool_call>", tokenizer), _markup("</tool_call>", tokenizer)
+    lark = f'start: {opening} "\\n" call "\\n" {closing}\ncall: %json {json.dumps(schema)}\n'
+    return _llguidance().grammar_from("lark", lark)
+
+
+def _markup(text: str, tokenizer) -> str:
+    """A lark item for `text`: its token id when the tokenizer has it as one added token."""
+    added = getattr(tokenizer, "get_added_vocab", lambda: {})() if tokenizer is not None else {}
+    if text in added:
+        return f"<[{added[text]}]>"
+    return json.dumps(text)
+
+
+class TokenizerIndex:
+    """The llguidance view of one tokenizer, built once per engine on first use (it walks the whole
+    vocabulary)."""
+
+    def __init__(self, tokenizer, vocab_size: int) -> None:
+        self._tokenizer = tokenizer
+        self._vocab_size = vocab_size
+        self._index = None
+
+    def get(self):
+        if self._index is None:
+            self._index = _llguidance().hf.from_tokenizer(self._tokenizer, n_vocab=self._vocab_size)
+        return self._index
+
+
+class Constraint:
+    """One request's grammar state: `apply` masks a `[vocab]` logits row, `consume` advances."""
+
+    def __init__(self, index: TokenizerIndex, grammar: str) -> None:
+        llg = _llguidance()
+        self._torch = llg.torch
+        tokenizer = index.get()
+        self._matcher = llg.LLMatcher(tokenizer, grammar)
+        if self._matcher.is_error():
+            raise EngineError(f"invalid grammar: {self._matcher.get_error()}")
+        self._mask = self._torch.allocate_token_bitmask(1, tokenizer.vocab_size)
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        """A masked copy of `logits` (`[vocab]`): disallowed tokens at -inf."""
+        self._torch.fill_next_token_bitmask(self._matcher, self._mask, 0)
+        masked = logits.float().clone()[None]
+        self._torch.apply_token_bitmask_inplace(masked, self._mask.to(masked.device))
+        return masked[0]
+
+    def consume(self, token: int) -> None:
+        if not self._matcher.is_stopped() and not self._matcher.consume_token(token):
+            raise EngineError(f"token {token} violates the grammar: {self._matcher.get_error()}")

@@ -1,0 +1,138 @@
+"""`hitrate engine verify MODEL`: what the prefix cache does on this model, measured.
+
+For a prompt and a variant edited in the middle (so only the part before the edit can be served
+from the cache), it reports:
+- the largest logit difference between the cache-served variant and a full recompute without any
+  cache object (exactness);
+- K/V groups: how many query heads share each K/V head (grouped-query attention);
+- the QK products (query-key dot products, summed over layers and query heads) the cache saved on
+  the variant, out of what a full recompute computes; sliding-window layers only score keys
+  inside their window;
+- K/V bytes per token: what the engine stores (every layer keeps every position) against the
+  theoretical minimum at the prompt's length and at the model's context window, where a
+  sliding-window layer needs no more than its window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from hitrate.engine.runner import TransformersEngine
+
+DEFAULT_PROMPT = (
+    "You are a careful assistant working in a software repository. Read the task, plan the change, "
+    "edit the files, run the tests and report what changed. The repository holds a parser, a cache "
+    "layer, a command-line interface and a test suite of several hundred cases. Keep every edit small "
+    "and explain each one. The user asks: the cache layer drops entries too early under load; find the "
+    "cause, fix it, and add a test that fails before the fix and passes after it."
+)
+
+
+@dataclass
+class VerifyReport:
+    model: str
+    dtype: str
+    prompt_tokens: int
+    variant_tokens: int
+    cached_tokens: int  # of the variant, served from the cache
+    max_logit_diff: float  # cache-served variant vs full recompute
+    query_heads: int
+    kv_heads: int
+    kv_groups: int  # query heads per K/V head
+    layers: int
+    sliding_layers: int
+    sliding_window: int | None
+    qk_products_full: int  # a full recompute of the variant
+    qk_products_computed: int  # with the cache
+    kv_bytes_per_token_accounted: int  # what the engine's pool and rows store per token
+    kv_bytes_per_token_at_prompt: float  # theoretical, averaged over the prompt's length
+    kv_bytes_per_token_at_context: float  # theoretical, averaged over the full context window
+    context_window: int
+
+    @property
+    def qk_saved_fraction(self) -> float:
+        return 1 - self.qk_products_computed / self.qk_products_full if self.qk_products_full else 0.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "qk_saved_fraction": self.qk_saved_fraction}
+
+    def lines(self) -> list[str]:
+        window = f", window {self.sliding_window}" if self.sliding_layers else ""
+        return [
+            f"model {self.model} ({self.dtype}), {self.layers} layers ({self.sliding_layers} sliding{window})",
+            f"prompt {self.prompt_tokens} tokens; variant edited in the middle: {self.variant_tokens} tokens, "
+            f"{self.cached_tokens} served from the cache",
+            f"cached vs recompute: max |logit diff| = {self.max_logit_diff:.3g}",
+            f"K/V groups: {self.query_heads} query heads over {self.kv_heads} K/V heads "
+            f"({self.kv_groups} query heads share each K/V head)",
+            f"QK products on the variant: {self.qk_products_computed:,} computed of {self.qk_products_full:,} "
+            f"for a full recompute ({self.qk_saved_fraction:.1%} saved by the cache)",
+            f"K/V bytes per token: {self.kv_bytes_per_token_accounted:,} accounted (every layer, every position); "
+            f"theoretical {self.kv_bytes_per_token_at_prompt:,.0f} at {self.prompt_tokens} tokens, "
+            f"{self.kv_bytes_per_token_at_context:,.0f} at the {self.context_window:,}-token context",
+        ]
+
+
+def edited_variant(ids: list[int], replacement: list[int]) -> list[int]:
+    """`ids` with its middle token replaced (a different token, so the prefixes split there)."""
+    middle = len(ids) // 2
+    return ids[:middle] + replacement + ids[middle + 1 :]
+
+
+def _qk_products(n: int, start: int, windows: list[int | None], heads: int) -> int:
+    """Query-key products for queries at positions [start, n) over every layer and query head."""
+    total = 0
+    for window in windows:
+        for i in range(start, n):
+            total += min(i + 1, window) if window else i + 1
+    return total * heads
+
+
+def _theoretical_bytes(n: int, windows: list[int | None], per_layer: int) -> float:
+    return sum(min(n, w) if w else n for w in windows) * per_layer / n
+
+
+def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT) -> VerifyReport:
+    tokenizer = engine.tokenizer
+    ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    if len(ids) < 8:
+        raise ValueError("the prompt must have at least 8 tokens")
+    middle = ids[len(ids) // 2]
+    other = next(t for t in tokenizer(" different", add_special_tokens=False)["input_ids"] + [middle + 1, 0]
+                 if t != middle)
+    variant = edited_variant(ids, [other])
+    salt = "hitrate-verify"
+    engine.prefill_logits(ids, salt)  # cold: fills the cache
+    logits, cached = engine.prefill_logits(variant, salt)
+    with torch.inference_mode():
+        full = engine.model(input_ids=torch.tensor([variant], device=engine.device)).logits[0].float()
+    diff = float((logits - full[cached:]).abs().max())
+
+    config = engine.model.config
+    shape = engine.layout.shape
+    query_heads = int(getattr(config, "num_attention_heads", 0) or getattr(config, "n_head", 0) or shape.kv_heads)
+    windows = [w if s else None for s, w in zip(engine.layout.sliding, engine.layout.windows)]
+    per_layer = 2 * shape.kv_heads * shape.head_dim * torch.empty((), dtype=shape.dtype).element_size()
+    sliding = [w for w in windows if w]
+    return VerifyReport(
+        model=engine.model_name,
+        dtype=str(shape.dtype).removeprefix("torch."),
+        prompt_tokens=len(ids),
+        variant_tokens=len(variant),
+        cached_tokens=cached,
+        max_logit_diff=diff,
+        query_heads=query_heads,
+        kv_heads=shape.kv_heads,
+        kv_groups=max(1, query_heads // shape.kv_heads),
+        layers=shape.layers,
+        sliding_layers=len(sliding),
+        sliding_window=min(sliding) if sliding else None,
+        qk_products_full=_qk_products(len(variant), 0, windows, query_heads),
+        qk_products_computed=_qk_products(len(variant), cached, windows, query_heads),
+        kv_bytes_per_token_accounted=shape.bytes_per_token,
+        kv_bytes_per_token_at_prompt=_theoretical_bytes(len(ids), windows, per_layer),
+        kv_bytes_per_token_at_context=_theoretical_bytes(engine.max_context, windows, per_layer),
+        context_window=engine.max_context,
+    )

@@ -1,0 +1,61 @@
+"""`hitrate engine verify MODEL` on tiny models: exactness, K/V groups, QK products saved and K/V
+bytes per token, checked against independent counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hitrate.engine.runner import TransformersEngine
+from hitrate.engine.verify import verify
+
+SLIDING = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"]}
+
+
+def brute_force_qk(n: int, start: int, windows: list, heads: int) -> int:
+    """Count every (query, key) pair a layer scores, one pair at a time."""
+    pairs = 0
+    for window in windows:
+        for q in range(start, n):
+            pairs += sum(1 for k in range(q + 1) if window is None or k > q - window)
+    return pairs * heads
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_sliding"])
+def test_verify_reports_exactness_groups_savings_and_bytes(tiny_model_factory, arch):
+    path = (tiny_model_factory("gemma3_text", config_overrides=SLIDING) if arch == "gemma3_sliding"
+            else tiny_model_factory("llama"))
+    report = verify(TransformersEngine.from_pretrained(path, pool_tokens=4096))
+    assert report.max_logit_diff <= 1e-4
+    assert report.cached_tokens == report.prompt_tokens // 2  # everything before the edit
+    assert (report.query_heads, report.kv_heads, report.kv_groups) == (4, 2, 2)
+    windows = [16, None] if arch == "gemma3_sliding" else [None, None]
+    n = report.variant_tokens
+    assert report.qk_products_full == brute_force_qk(n, 0, windows, 4)
+    assert report.qk_products_computed == brute_force_qk(n, report.cached_tokens, windows, 4)
+    per_layer = 2 * 2 * 16 * 4  # K and V, 2 heads, head_dim 16, fp32
+    assert report.kv_bytes_per_token_accounted == 2 * per_layer
+    if arch == "gemma3_sliding":  # the sliding layer needs 16 positions, not all of them
+        assert report.kv_bytes_per_token_at_prompt == pytest.approx(per_layer * (1 + 16 / report.prompt_tokens))
+        assert report.kv_bytes_per_token_at_context < report.kv_bytes_per_token_at_prompt
+    else:
+        assert report.kv_bytes_per_token_at_prompt == report.kv_bytes_per_token_at_context == 2 * per_layer
+
+
+def test_the_verify_command_prints_the_report(tiny_llama_path):
+    hitrate = str(Path(sys.executable).with_name("hitrate"))
+    out = subprocess.run([hitrate, "engine", "verify", str(tiny_llama_path), "--json"], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["max_logit_diff"] <= 1e-4 and 0 < report["qk_saved_fraction"] < 1
+    text = subprocess.run([hitrate, "engine", "verify", str(tiny_llama_path)], capture_output=True, text=True,
+                          timeout=300).stdout
+    assert "cached vs recompute: max |logit diff|" in text and "K/V groups: 4 query heads over 2" in text
+    missing = subprocess.run([hitrate, "engine", "verify", "/no/such/model"], capture_output=True, text=True,
+                             timeout=300)
+    assert missing.returncode == 2 and "error: could not load model" in missing.stderr
