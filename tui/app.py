@@ -162,7 +162,8 @@ class HitrateApp(CommandsMixin, App[None]):
         clock = self.prefix_clock.clock(now)
         decision = self.link.keepalive(now)
         shown = {"busy": self.busy, "warming": self.warming, "toggled": self.keepalive_toggled}
-        self.query_one(StatusLine).show(self.link.model_label, self.activity, totals, clock, status_segment(decision, now, **shown))
+        activity = self.activity + (f" · {len(self._queued)} queued" if self._queued else "")
+        self.query_one(StatusLine).show(self.link.model_label, activity, totals, clock, status_segment(decision, now, **shown))
         panel = self.cache_panel
         panel.show_summary(
             summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),

@@ -14,6 +14,7 @@ from textual import work
 
 from hitrate.harness.checkpoints import CheckpointError
 from hitrate.tui.mentions import MentionError, file_block
+from hitrate.tui.cache_panel import NARROW
 from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_markdown, parse_command
 from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
 from hitrate.tui.dialogs import ConfirmScreen
@@ -43,18 +44,25 @@ _KEYS = [
 _IDLE_ONLY = {"model", "clear", "resume", "undo"}
 
 
-def cost_markdown(figures: SessionFigures) -> str:
-    """The /cost report: buckets, the Σ-hit ratio, cost, and every miss with its price."""
+def cost_markdown(figures: SessionFigures, *, compact: bool = False) -> str:
+    """The /cost report: buckets, the Σ-hit ratio, cost, and every miss with its price. Compact (a
+    narrow screen): the same figures as a list, since eight table columns do not fit 50 cells."""
     t = figures.totals()
     unknown = ", ".join(f"{b} in {n}" for b, n in t.unknown.items() if b != "reasoning")
-    lines = [
-        "**Session cost**",
-        "",
-        "| calls | cache read | cache write | fresh input | output | Σ-hit ratio | calls with a hit | cost |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {t.calls} | {fmt_tokens(t.cache_read)} | {fmt_tokens(t.cache_write_total)} | {fmt_tokens(t.fresh_input)} "
-        f"| {fmt_tokens(t.output)} | {fmt_ratio(t.hit_ratio)} | {fmt_ratio(t.calls_with_hit_share)} | {fmt_usd(t.cost_usd)} |",
+    figures_row = [
+        ("calls", str(t.calls)), ("cache read", fmt_tokens(t.cache_read)), ("cache write", fmt_tokens(t.cache_write_total)),
+        ("fresh input", fmt_tokens(t.fresh_input)), ("output", fmt_tokens(t.output)), ("Σ-hit ratio", fmt_ratio(t.hit_ratio)),
+        ("calls with a hit", fmt_ratio(t.calls_with_hit_share)), ("cost", fmt_usd(t.cost_usd)),
     ]
+    lines = ["**Session cost**", ""]
+    if compact:
+        lines += [f"- {name}: **{value}**" for name, value in figures_row]
+    else:
+        lines += [
+            "| " + " | ".join(name for name, _ in figures_row) + " |",
+            "|" + "---:|" * len(figures_row),
+            "| " + " | ".join(value for _, value in figures_row) + " |",
+        ]
     if t.unpriced_calls:
         lines += ["", f"{t.unpriced_calls} call(s) have no price and are not in the cost."]
     if unknown:
@@ -118,7 +126,7 @@ class CommandsMixin:
         await self.send_prompt(INIT_PROMPT)
 
     async def _command_cost(self: "HitrateApp", arg: str) -> None:
-        await self.conversation.add_markdown(cost_markdown(self.figures))
+        await self.conversation.add_markdown(cost_markdown(self.figures, compact=self.screen.has_class(NARROW)))
 
     async def _command_add(self: "HitrateApp", arg: str) -> None:
         if self.workspace is None:

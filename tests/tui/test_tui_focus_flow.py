@@ -10,6 +10,7 @@ from tui_helpers import SPEC, submit, wait_until
 from hitrate.tui.conversation import Conversation, NoticeLine, UserPrompt
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.prompt_input import PromptInput
+from hitrate.tui.status import StatusLine
 from hitrate.tui.tool_panel import ToolPanel
 
 READ = {"tool_calls": [("read_file", '{"path": "calc.py"}')]}
@@ -79,6 +80,7 @@ async def test_prompts_typed_during_a_step_are_queued_and_sent_when_it_ends(make
         await submit(pilot, "and another thing")
         assert app.query_one(PromptInput).value == ""  # taken, not refused
         assert "queued" in str(app.query(NoticeLine).last().render())
+        assert "· 1 queued" in app.query_one(StatusLine).full_text
         assert len(backend.prompts) == 0
         gate.set()
         await wait_until(pilot, lambda: not app.busy and len(app.figures.calls) == 2, "the queued turn")

@@ -66,6 +66,10 @@ def test_session_hit_ratio_is_sum_based_not_a_mean() -> None:
     assert figures.miss_cost_usd() == pytest.approx(0.03)
     report = cost_markdown(figures)
     assert "0.9%" in report and "`cold`" in report and "$0.030" in report
+    assert "| calls | cache read |" in report
+    # On a narrow screen the same figures come as a list.
+    narrow = cost_markdown(figures, compact=True)
+    assert "- Σ-hit ratio: **0.9%**" in narrow and "- calls: **2**" in narrow and "|" not in narrow.split("**Misses**")[0]
 
 
 def test_unknown_tokens_are_shown_as_unknown() -> None:
