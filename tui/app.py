@@ -316,12 +316,14 @@ class HitrateApp(CommandsMixin, App[None]):
                     continue
                 return Refusal(answer.reason) if answer.choice == "deny" else True
 
-        rules = self.permissions.hook(ask)
+        asking = self.permissions.hook(ask)
+        # With approvals off nothing is asked, but a deny rule still refuses.
+        unattended = self.permissions.hook(lambda tool, args: True)
 
         def approve(tool: str, args: dict[str, Any]) -> bool | Refusal:
-            if not self.approvals or tool not in GUARDED_TOOLS:
+            if tool not in GUARDED_TOOLS:
                 return True
-            return rules(tool, args)
+            return (asking if self.approvals else unattended)(tool, args)
 
         return approve
 

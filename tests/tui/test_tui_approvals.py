@@ -150,3 +150,22 @@ async def test_escape_denies_without_a_reason_and_once_asks_again(make_app, work
         await wait_until(pilot, lambda: not app.busy, "the turn to end")
         assert (workspace / "made.txt").exists() and not (workspace / "made2.txt").exists() and (workspace / "made3.txt").exists()
         assert [p.title.endswith("(refused)") for p in app.query(ToolPanel)] == [False, True, False]
+
+
+async def test_with_approvals_off_nothing_is_asked_but_deny_rules_still_refuse(make_app, workspace, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[permissions]\ndeny = ["shell(rm:*)"]\n')
+    (workspace / "keep.txt").write_text("keep\n")
+    app = make_app({SPEC: [
+        {"tool_calls": [("shell", '{"command": "rm keep.txt"}')]},
+        {"tool_calls": [("shell", '{"command": "echo hi > made.txt"}')]},
+        {"text": "Done."},
+    ]}, approvals=False)
+    app.permissions = Permissions.load(config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await submit(pilot, "go")
+        await wait_until(pilot, lambda: not app.busy and len(app.figures.calls) == 3, "the turn")
+        assert not isinstance(app.screen, ApprovalScreen)
+        assert (workspace / "keep.txt").exists() and (workspace / "made.txt").exists()
+        panels = list(app.query(ToolPanel))
+        assert panels[0].title.endswith("(refused)") and "shell(rm:*)" in panels[0].result
