@@ -11,7 +11,7 @@ tool names:
 They live in the config file (`harness.defaults.config_path()`) under `[permissions]`:
 
     [permissions]
-    default = "ask"            # what to do when no rule matches: ask, allow or deny
+    default = "ask"            # when no rule matches: ask, allow or deny (unset: the TUI asks)
     allow = ["edit_file", "shell(git status:*)"]
     deny = ["shell(rm:*)"]
 
@@ -114,7 +114,9 @@ class PermissionRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    default: Verdict = Field(default="ask", description="What happens when no rule matches.")
+    default: Verdict | None = Field(
+        default=None, description="What happens when no rule matches; None: the caller's fallback (the TUI asks)."
+    )
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
 
@@ -166,20 +168,23 @@ def save_rule(path: Path, rule: Rule, kind: Literal["allow", "deny"] = "allow") 
 class Permissions:
     """The rules in force: the config file's, plus those allowed for this sitting only."""
 
-    def __init__(self, rules: PermissionRules | None = None, *, config: Path | None = None) -> None:
+    def __init__(self, rules: PermissionRules | None = None, *, config: Path | None = None, fallback: Verdict = "ask") -> None:
+        """`fallback`: what an unmatched call gets when the file sets no `default` (the TUI asks;
+        a non-interactive `hitrate run` would rather allow, as it always has, or deny)."""
         self.rules = rules or PermissionRules()
         self.config = config
+        self.fallback: Verdict = fallback
         self.session_allow: list[Rule] = []
         self._allow = [Rule.parse(r) for r in self.rules.allow]
         self._deny = [Rule.parse(r) for r in self.rules.deny]
 
     @classmethod
-    def load(cls, config: Path, default: Verdict | None = None) -> "Permissions":
+    def load(cls, config: Path, default: Verdict | None = None, *, fallback: Verdict = "ask") -> "Permissions":
         """The rules of `config`; `default` (a command-line flag) overrides the file's default."""
         rules = load_rules(config)
         if default is not None:
             rules = rules.model_copy(update={"default": default})
-        return cls(rules, config=config)
+        return cls(rules, config=config, fallback=fallback)
 
     def decide(self, tool: str, args: dict[str, Any]) -> tuple[Verdict, Rule | None]:
         """What to do with this call, and the rule that said so (None: the default)."""
@@ -189,7 +194,7 @@ class Permissions:
         for rule in [*self._allow, *self.session_allow]:
             if rule.matches(tool, args):
                 return "allow", rule
-        return self.rules.default, None
+        return self.rules.default or self.fallback, None
 
     def allow_for_session(self, rule: Rule) -> None:
         if rule not in self.session_allow:

@@ -59,8 +59,12 @@ def test_rules_persist_in_the_config_file_and_deny_wins(tmp_path: Path) -> None:
     verdict, rule = permissions.decide("shell", {"command": "git push origin"})
     assert verdict == "deny" and str(rule) == "shell(git push:*)"
     assert permissions.decide("edit_file", {"path": "x"}) == ("ask", None)
-    # A command-line default overrides the file's.
+    # A command-line default overrides the file's; with neither, the caller's fallback applies.
     assert Permissions.load(config, default="deny").decide("edit_file", {"path": "x"}) == ("deny", None)
+    assert Permissions.load(config, fallback="allow").decide("edit_file", {"path": "x"}) == ("allow", None)
+    config.write_text(config.read_text().replace("[permissions]", '[permissions]\ndefault = "deny"'))
+    assert Permissions.load(config, fallback="allow").decide("edit_file", {"path": "x"}) == ("deny", None)
+    assert Permissions.load(config).decide("shell", {"command": "git log"})[0] == "allow"
     # Non-interactive: what would be asked is refused, with the reason.
     hook = permissions.hook(ask=None)
     assert hook("shell", {"command": "git log"}) is True
