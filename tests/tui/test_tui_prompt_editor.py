@@ -3,14 +3,13 @@ and the external editor."""
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path
 
 import pytest
 from textual import events
-from tui_helpers import SPEC, submit, wait_until
+from tui_helpers import SPEC, wait_until
 
 from hitrate.tui.conversation import NoticeLine, UserPrompt
 from hitrate.tui.prompt_input import EditorError, PromptInput, editor_command
