@@ -14,6 +14,7 @@ session, and the tests run again (Aider's benchmark does the same). Both tries a
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -40,6 +41,7 @@ from hitrate.harness.wire_types import RETRYABLE_KINDS
 from hitrate.projection.tools_spec import sort_tools
 from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.ledger import Ledger
+from hitrate.tools import ConfinementPolicy
 
 FEEDBACK_CHARS = 4000
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
@@ -267,6 +269,10 @@ class TaskAttempt:
         except BaseException:
             route.close()
             raise
+        # The agent's shell must not find the answers: the suite folder (every task's hidden tests
+        # and reference solution) is an empty folder inside its sandbox.
+        hidden = ConfinementPolicy(hidden_paths=(str(task.root.parent), str(task.tests_dir), str(task.solution_dir)))
+        session.tool_context = dataclasses.replace(session.tool_context, confinement=hidden)
         if settings.layout == "naive":
             if ctx.naive_clock is not None:
                 use_naive_layout(session, clock=ctx.naive_clock)

@@ -34,9 +34,9 @@ def whatif_command(
         ),
     ],
     ttl: Annotated[str, typer.Option("--ttl", help="Anthropic: TTL of the planned marks, 5m or 1h (recorded marks keep theirs).")] = "5m",
-    marks: Annotated[str, typer.Option("--marks", help="Anthropic / OpenAI >= 5.6 cache marks: planned (default: where hitrate's "
-                                       "projection would place them on this content) or recorded (the marks the requests carried; "
-                                       "a naive-layout run carried none, so this is what `hitrate demo` compares).")] = "planned",
+    marks: Annotated[str, typer.Option("--marks", help="Anthropic / OpenAI >= 5.6 cache marks: auto (default: the marks the "
+                                       "requests carried, as `hitrate demo` compares; planned when they came from a backend that takes "
+                                       "none), planned (where hitrate's projection would place them) or recorded.")] = "auto",
     naive: Annotated[bool, typer.Option("--naive", help="Replay the content assembled naively: volatile head, no marks.")] = False,
     volatility: Annotated[str, typer.Option("--volatility", help="With --naive: the head changes per 'context' change or per 'request'.")] = "context",
     retention: Annotated[str, typer.Option("--retention", help="OpenAI <= 5.5: in_memory or 24h.")] = "in_memory",
@@ -55,7 +55,7 @@ def whatif_command(
     the requests really had. Anthropic: breakpoints, ~20-position lookback, TTL from request
     start. OpenAI <= 5.5: automatic prefix, 1024 minimum, 128-token steps. OpenAI >= 5.6: exact
     breakpoints. DeepSeek: prefix units. local: the engine's radix cache."""
-    from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, whatif
+    from hitrate.evals.whatif import WhatIfError, WhatIfOptions, load_requests, parse_target, resolved_marks, whatif
     from hitrate.harness.cli_format import console as make_console
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.store.ledger import Ledger
@@ -93,8 +93,9 @@ def whatif_command(
     console.print("Σ-hit ratio: Σread / Σ(read + write + fresh); any-hit calls: share of calls that read from cache.",
                   style="dim")
     if any(r.target.split("/", 1)[0] in ("anthropic", "openai") for r in results):
+        used = resolved_marks(loaded.requests, options)
         which = ("marks as hitrate's projection would place them (--marks recorded: the marks the requests carried)"
-                 if options.marks == "planned" else "the marks the requests carried (--marks planned: hitrate's own)")
+                 if used == "planned" else "the marks the requests carried (--marks planned: hitrate's own)")
         console.print(f"  note: cache marks: {which}", highlight=False)
     for note in loaded.skipped + sorted({n for r in results for n in r.notes}):
         console.print(f"  note: {note}", highlight=False)

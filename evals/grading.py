@@ -1,34 +1,47 @@
 """Grade a task's workspace with its hidden tests.
 
 Grading never touches the workspace it is given: it copies it into a fresh folder, optionally
-overlays files (the suite check overlays solution/), puts the hidden tests in place, and runs the
-task's pytest command with this interpreter. pytest is isolated from whatever repository hitrate
-runs in: its own config file, rootdir, no cache, no auto-loaded plugins, no inherited PYTHONPATH.
+overlays files (the suite check overlays solution/), puts a fresh copy of the hidden tests in place,
+and runs the task's pytest command with this interpreter. pytest is isolated from whatever
+repository hitrate runs in: its own config file, rootdir, no cache, no auto-loaded plugins.
+
+The code under test is the agent's, so the run is treated as hostile: it runs in the OS sandbox the
+shell uses (read-only system, no network, its own PID namespace, the task's originals hidden, an
+allowlisted environment without API keys), its output is kept within a cap, and a guard plugin
+(`grade_guard`) reports whether pytest's own code was rewritten; a rewritten run never passes.
+Changes the agent made to tests, conftests, pytest's files or the grader are listed in the result
+(`suspicious_changes`) for the report, whatever the verdict.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from hitrate.evals.junit import JunitKey, TestOutcome, match_outcomes, parse_junit
+from hitrate.evals import grade_guard
+from hitrate.evals.junit import JunitKey, TestOutcome, display_id, junit_key, match_outcomes, parse_junit
+from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
+from hitrate.tools.confine import ConfinementPolicy, allowed_env, confined_argv, detect
+from hitrate.tools.shell import run_command
 
 OUTPUT_TAIL_CHARS = 8000
+# What grading keeps of pytest's output while it runs (its beginning and end): a test that prints
+# hundreds of megabytes cannot grow the runner.
+OUTPUT_CAPTURE_BYTES = 256 * 1024
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 # pytest exit codes that mean the run itself broke (internal error, usage error), not the code under test.
 _INFRA_EXIT_CODES = {3, 4}
-# Environment variables that would let the surrounding project leak into the graded run.
-_SCRUBBED_ENV = ("PYTHONPATH", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSAFEPATH")
+_GUARD_MODULE = "hitrate_grade_guard"
 
 
 class GradeResult(BaseModel):
@@ -53,6 +66,12 @@ class GradeResult(BaseModel):
     duration_s: float
     output: str
     """Tail of pytest's output, with the grading folder's path and timings masked."""
+    tampering: list[str] = Field(default_factory=list)
+    """What the guard found rewritten in pytest (or why it could not tell); non-empty never resolves."""
+    suspicious_changes: list[str] = Field(default_factory=list)
+    """Files the agent changed that can sway grading (tests, conftest.py, pytest's files, the grader)."""
+    confined: bool = False
+    """Whether the tests ran inside the OS sandbox."""
 
 
 def grade(
@@ -121,23 +140,34 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     work_dir = root / "work"
     config_path = root / "pytest.ini"
     junit_path = root / "junit.xml"
+    guard_dir = root / "guard"
     prepare_grading_dir(task, source, work_dir, overlay)
     _write_config(config_path, work_dir)
+    guard_dir.mkdir()
+    shutil.copyfile(grade_guard.__file__, guard_dir / f"{_GUARD_MODULE}.py")
+    # An unguessable name: code under test cannot pre-create or guess where the verdict goes.
+    verdict_path = guard_dir / f"verdict-{secrets.token_hex(8)}.json"
     limit = timeout_s if timeout_s is not None else task.spec.tests.timeout_s
     # -P: the workspace is not put on sys.path before pytest starts, so a file the agent wrote
     # (say, pytest.py) cannot stand in for pytest itself; `pythonpath` adds it once pytest runs.
     argv = [
         sys.executable, "-P", "-m", "pytest", *task.spec.tests.argv,
         "-c", str(config_path), "--rootdir", str(work_dir),
-        "-p", "no:cacheprovider", f"--junitxml={junit_path}",
+        "-p", "no:cacheprovider", "-p", _GUARD_MODULE, f"--junitxml={junit_path}",
         "--continue-on-collection-errors", "-q", "--tb=short", "--color=no",
     ]  # fmt: skip
+    env = _grading_env(guard_dir, verdict_path)
+    sandbox = detect()
+    if sandbox.program is not None:
+        hidden = ConfinementPolicy(hidden_paths=(str(task.tests_dir), str(task.solution_dir)))
+        argv = confined_argv(argv, workspace=root, policy=hidden, env=env, bwrap=sandbox.program, cwd=work_dir)
     started = time.monotonic()
-    exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit)
+    exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env)
     duration = time.monotonic() - started
     output = clean_test_output(output, root)
 
     infra_error = launch_error
+    tampering: list[str] = []
     reported: dict[JunitKey, TestOutcome] = {}
     if launch_error is None and not timed_out:
         if exit_code in _INFRA_EXIT_CODES:
@@ -149,6 +179,8 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
                 reported = parse_junit(junit_path.read_text(encoding="utf-8", errors="replace"))
             except ValueError as exc:
                 infra_error = str(exc)
+        if infra_error is None:
+            tampering = _check_verdict(verdict_path, reported)
 
     spec = task.spec.tests
     outcomes, unlisted = match_outcomes(task.test_ids, reported)
@@ -157,6 +189,7 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     resolved = (
         not timed_out
         and infra_error is None
+        and not tampering
         and f2p_passed == len(spec.fail_to_pass)
         and p2p_passed == len(spec.pass_to_pass)
     )
@@ -174,48 +207,55 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
         infra_error=infra_error,
         duration_s=round(duration, 3),
         output=output[-OUTPUT_TAIL_CHARS:],
+        tampering=tampering,
+        suspicious_changes=suspicious_changes(task.workspace_dir, source),
+        confined=sandbox.confined,
     )
 
 
-def _grading_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+def _check_verdict(verdict_path: Path, reported: dict[JunitKey, TestOutcome]) -> list[str]:
+    """What makes the run untrustworthy according to the guard: pytest's code rewritten, plugins
+    registered by the code under test, no verdict at all, or a JUnit report that claims passes
+    the guard did not see."""
+    try:
+        verdict = json.loads(verdict_path.read_text(encoding="utf-8"))
+        seen = {junit_key(node): outcome for node, outcome in dict(verdict["outcomes"]).items()}
+        changed, plugins = list(verdict["changed"]), list(verdict["plugins_added"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ["the grading guard left no readable verdict (the test process ended early or was tampered with)"]
+    problems = [f"pytest internals changed during the run: {name}" for name in changed[:10]]
+    problems += [f"a plugin was registered by the code under test: {plugin}" for plugin in plugins[:5]]
+    for key, outcome in reported.items():
+        if outcome is TestOutcome.passed and seen.get(key) != "passed":
+            problems.append(f"the JUnit report says {display_id(key)} passed; pytest reported {seen.get(key, 'nothing')}")
+    return problems
+
+
+def _grading_env(guard_dir: Path, verdict_path: Path) -> dict[str, str]:
+    # An allowlist, like the shell's: API keys and the surrounding project's PYTHONPATH,
+    # PYTEST_ADDOPTS or PYTEST_PLUGINS never reach the code under test.
+    env, _withheld = allowed_env(os.environ)
+    env["PYTHONPATH"] = str(guard_dir)  # only the guard plugin; the workspace comes via `pythonpath`
+    env[grade_guard.VERDICT_ENV] = str(verdict_path)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # plugins installed next to hitrate stay out
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"  # set iteration order is the same on every run
     env["NO_COLOR"] = "1"
+    env["TMPDIR"] = "/tmp"
     return env
 
 
-def _run(argv: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, bool, str, str | None]:
-    """Run argv in its own process group; returns (exit code, timed out, output, launch error)."""
+def _run(argv: list[str], cwd: Path, timeout_s: float, env: dict[str, str]) -> tuple[int | None, bool, str, str | None]:
+    """Run argv with capped output; every process it starts dies with it.
+    Returns (exit code, timed out, output, launch error)."""
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=_grading_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        outcome = run_command(
+            argv, cwd=str(cwd), env=env, timeout_s=timeout_s, max_output_bytes=OUTPUT_CAPTURE_BYTES, kill_grace_s=2.0
         )
-    except OSError as exc:
+    except Exception as exc:  # run_command reports a failed start as ToolError
         return None, False, "", f"could not start pytest: {exc}"
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, False, out.decode("utf-8", errors="replace"), None
-    except subprocess.TimeoutExpired:
-        # Kill the whole group: code under test may have started children of its own.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            # A child that left the process group still holds the pipe; give up on its output.
-            proc.kill()
-            out = b""
-        return None, True, out.decode("utf-8", errors="replace"), None
+    exit_code = None if outcome.timed_out else outcome.exit_code
+    return exit_code, outcome.timed_out, outcome.output, None
 
 
 _TIMING = re.compile(r"\bin \d+(?:\.\d+)?s\b(?: \(\d+:\d\d:\d\d\))?")

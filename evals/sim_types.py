@@ -39,6 +39,8 @@ class SimRequest(CacheRequest):
     actual: Usage | None = None
     """The buckets the provider really reported."""
     actual_cost_usd: float | None = None
+    layout: str | None = None
+    """The prompt layout the run used ("cache_aware", "naive"), when the ledger recorded one."""
 
 
 @dataclass(frozen=True, slots=True)

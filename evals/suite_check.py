@@ -40,6 +40,9 @@ def _run_problems(label: str, result: GradeResult) -> list[str]:
         return [f"tests timed out on {label}"]
     if result.infra_error:
         return [f"tests could not run on {label}: {result.infra_error}"]
+    if result.tampering:
+        # Code that rewrote pytest during the run: its outcomes prove nothing.
+        return [f"code under test rewrote pytest on {label}: {item}" for item in result.tampering]
     return []
 
 

@@ -122,8 +122,11 @@ class WhatIfOptions(BaseModel):
 
     ttl: Literal["5m", "1h"] = "5m"
     """Anthropic: TTL of every planned mark."""
-    marks: Literal["planned", "recorded"] = "planned"
-    """Anthropic, OpenAI >= 5.6: plan marks as the projection does, or use the recorded ones."""
+    marks: Literal["auto", "planned", "recorded"] = "auto"
+    """Anthropic, OpenAI >= 5.6: plan marks as the projection does, or use the recorded ones.
+    auto: the recorded ones where the requests carried marks or came from a layout that places none
+    on purpose (naive), so a run is replayed as it was sent; planned for runs on backends that take
+    no marks (their requests could not carry any), or when `ttl` asks for 1h marks."""
     naive: bool = False
     """Replay the same content assembled naively (volatile head, no marks)."""
     volatility: Volatility = "context"
@@ -162,8 +165,20 @@ class WhatIfResult(BaseModel):
         return self.actual.cost_usd - self.predicted.cost_usd
 
 
+def resolved_marks(requests: Sequence[SimRequest], options: WhatIfOptions) -> Literal["planned", "recorded"]:
+    """Which marks a replay uses: `options.marks`, with "auto" decided by the requests."""
+    if options.marks != "auto":
+        return options.marks
+    if options.ttl != "5m":
+        return "planned"  # asking how marks of another TTL would do: recorded marks keep theirs
+    carried = any(section.marks for r in requests for section in r.sections)
+    naive = bool(requests) and all(r.layout == "naive" for r in requests)
+    return "recorded" if carried or naive else "planned"
+
+
 def simulate(requests: Sequence[SimRequest], target: Target, options: WhatIfOptions = WhatIfOptions()) -> list[Predicted]:
     """Per-request predicted buckets under the target's cache rules (no prices)."""
+    marks = resolved_marks(requests, options)
     if options.naive:
         requests = naive_requests(requests, options.volatility)
     mechanism = target.mechanism
@@ -173,11 +188,11 @@ def simulate(requests: Sequence[SimRequest], target: Target, options: WhatIfOpti
             head_ttl=options.ttl,
             message_ttl=options.ttl,
             # Naive assembly places no marks: replay the (now empty) recorded ones.
-            marks="recorded" if options.naive else options.marks,
+            marks="recorded" if options.naive else marks,
         )
         return simulate_anthropic(requests, config)
     if mechanism == "openai_breakpoints":
-        marks = "recorded" if options.naive else options.marks
+        marks = "recorded" if options.naive else marks
         return simulate_openai_breakpoints(requests, BreakpointSimConfig(min_tokens=target.min_cacheable_tokens, marks=marks))
     if mechanism in ("openai_automatic_prefix", "gemini_implicit"):
         overrides: dict[str, object] = {"min_tokens": target.min_cacheable_tokens, "granularity": target.granularity}
@@ -232,12 +247,16 @@ def whatif(
     if options.naive:
         notes.append(f"naive assembly: dynamic context in the system prompt (head changes per {options.volatility}), no marks")
     elif (
-        options.marks == "recorded"
+        resolved_marks(requests, options) == "recorded"
         and target.mechanism in ("anthropic_breakpoints", "openai_breakpoints")
         and not any(section.marks for r in requests for section in r.sections)
     ):
-        notes.append("no request carried a cache mark (its backend takes none), so --marks recorded caches nothing; "
-                     "--marks planned places them as the projection would")
+        if all(r.layout == "naive" for r in requests):
+            notes.append("the naive layout placed no cache marks, so nothing is cached, as the run was sent; "
+                         "--marks planned places them as the projection would")
+        else:
+            notes.append("no request carried a cache mark (its backend takes none), so --marks recorded caches nothing; "
+                         "--marks planned places them as the projection would")
     actual = aggregate((c.actual, c.actual_cost_usd) for c in calls if c.actual is not None)
     return WhatIfResult(
         target=target.label,
@@ -300,6 +319,7 @@ def request_from_call(call: CallRecord) -> SimRequest:
         output_tokens=call.usage.output or 0,
         actual=call.usage,
         actual_cost_usd=call.cost_usd,
+        layout=call.layout,
     )
 
 

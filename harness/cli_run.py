@@ -65,7 +65,7 @@ def run_command(
     ),
     workspace: Optional[Path] = typer.Option(
         None, "--workspace", "-w",
-        help="The project the agent works in (its tools cannot leave it). Default: the resumed session's, else the current folder.",
+        help="The project the agent works in (file tools stay inside it, and the sandboxed shell can write only there: docs/security.md). Default: the resumed session's, else the current folder.",
     ),
     resume: Optional[str] = typer.Option(
         None, "--resume",
@@ -76,6 +76,12 @@ def run_command(
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
     max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    context_window: Optional[int] = typer.Option(
+        None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
+    ),
+    compact_at: float = typer.Option(
+        0.8, "--compact-at", min=0.05, max=1.0, help="Compact the history before a call past this share of the window."
+    ),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
     prices: Optional[Path] = typer.Option(
@@ -101,6 +107,7 @@ def run_command(
     from hitrate.harness.session import SessionConfig
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
+    from hitrate.tools.confine import confinement_notice
 
     ledger_path = db or default_ledger_path()
     if resume == "":
@@ -134,6 +141,9 @@ def run_command(
     if spec.wire == "local_engine":
         require_extra("local", f"the local model {spec.model}")
     sink: EventSink = JsonLinesPrinter() if json_events else TerminalPrinter()
+    unconfined = confinement_notice()
+    if unconfined is not None:
+        typer.echo(f"warning: {unconfined}", err=True)
     route = _resolve(spec_text, table, sink, json_events)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
@@ -141,9 +151,12 @@ def run_command(
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
-                          config=SessionConfig(max_output_tokens=max_output_tokens), resume=resume, price_table=table)
+                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
+                          resume=resume, price_table=table)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
+    if unconfined is not None:
+        typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
 
 

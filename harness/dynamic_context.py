@@ -7,6 +7,7 @@ clock with minutes would produce a new context block every turn.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,21 +16,53 @@ from typing import Callable
 ContextProvider = Callable[[], dict[str, str]]
 
 
+# The harness runs git on a repository the agent may have changed, so nothing in it may run a
+# program: no hooks (status can fire post-index-change), no fsmonitor daemon (core.fsmonitor is any
+# command), no optional index writes, no submodule recursion (submodules have configs of their own).
+# Filter drivers are neutralised one by one below, since git has no switch that disables them all.
+_SAFE_GIT_CONFIG: tuple[str, ...] = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.pager=cat",
+    "submodule.recurse=false",
+)
+# A minimal environment: no API keys for a program git might start, and no GIT_DIR, GIT_CONFIG_*
+# or GIT_EXEC_PATH from the user's shell steering git elsewhere.
+_GIT_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+def _git_env() -> dict[str, str]:
+    env = {name: os.environ[name] for name in _GIT_ENV_NAMES if name in os.environ}
+    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_NOSYSTEM": "1"})
+    return env
+
+
+def safe_git(workspace: Path, *args: str, timeout_s: float = 2.0) -> subprocess.CompletedProcess[str] | None:
+    """Run `git -C workspace <args>` so that the repository's own config cannot run a program;
+    None when git is missing or does not finish in time."""
+    base = ["git", "--no-optional-locks", "-C", str(workspace)]
+    for item in _SAFE_GIT_CONFIG:
+        base += ["-c", item]
+    env = _git_env()
+    try:
+        # Reading config runs nothing; each filter driver it names is replaced by a no-op.
+        drivers = subprocess.run([*base, "config", "--name-only", "--get-regexp", r"^filter\."],
+                                 capture_output=True, text=True, timeout=timeout_s, check=False, env=env)  # fmt: skip
+        for name in sorted({line.rsplit(".", 1)[0] for line in drivers.stdout.splitlines() if line.count(".") >= 2}):
+            base += ["-c", f"{name}.clean=cat", "-c", f"{name}.smudge=cat", "-c", f"{name}.process="]
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env=env, stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
 def git_summary(workspace: Path, timeout_s: float = 2.0) -> str | None:
     """`branch <name>, N changed files` for a git work tree; None outside one or without git."""
     if not (workspace / ".git").exists():
         return None
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(workspace), "status", "--porcelain=v1", "--branch"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
+    out = safe_git(workspace, "status", "--porcelain=v1", "--branch", "--ignore-submodules=all", timeout_s=timeout_s)
+    if out is None or out.returncode != 0:
         return None
     lines = out.stdout.splitlines()
     branch = "unknown"

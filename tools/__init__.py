@@ -16,11 +16,14 @@ from hitrate.tools.base import (
     canonical_json,
     input_schema,
 )
+from hitrate.tools.confine import ConfinementPolicy, confinement_notice
 from hitrate.tools.registry import ToolRegistry, default_tools
 from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, SandboxError
+from hitrate.tools.shell import UNCONFINED_SHELL
 
 __all__ = [
     "ApprovalHook",
+    "ConfinementPolicy",
     "IGNORED_DIR_NAMES",
     "Refusal",
     "Sandbox",
@@ -32,7 +35,9 @@ __all__ = [
     "ToolLimits",
     "ToolRegistry",
     "ToolResult",
+    "UNCONFINED_SHELL",
     "canonical_json",
+    "confinement_notice",
     "default_tools",
     "input_schema",
 ]

@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar, Generic, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hitrate.tools.confine import ConfinementPolicy
 from hitrate.tools.sandbox import Sandbox
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ class ToolContext:
     # Set by another thread when the user cancels: a long-running tool (the shell) polls it and
     # stops early instead of running to its timeout.
     cancel: threading.Event | None = None
+    # How shell commands are confined (network, resource limits, extra variables, hidden paths).
+    confinement: ConfinementPolicy = field(default_factory=ConfinementPolicy)
+    # Where no OS sandbox exists, shell commands need the user's approval one by one; True lets
+    # them run unconfined without asking (an explicit opt-in for trusted, headless use).
+    allow_unconfined_shell: bool = False
 
     @property
     def cancelled(self) -> bool:

@@ -155,11 +155,12 @@ class EditFileTool(Tool[EditFileArgs]):
         target = sandbox.resolve(args.path)
         shown = sandbox.display(target)
         require_file(sandbox, target, shown)
+        sandbox.refuse_git_internals(target)
         if not args.old_string:
             raise ToolError("old_string is empty; use write_file to create a file or replace all of it")
         if args.old_string == args.new_string:
             raise ToolError("old_string and new_string are identical; there is nothing to change")
-        data = target.read_bytes()
+        data = sandbox.read_bytes(target)
         if looks_binary(data[:SNIFF_BYTES]):
             raise ToolError(f"{shown} is a binary file; edit_file only changes text files")
         # surrogateescape keeps any invalid UTF-8 byte exactly as it was when the file is written back.
@@ -189,7 +190,7 @@ class EditFileTool(Tool[EditFileArgs]):
         first_line = _line_of(text, text.find(old))
         new_text = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
         try:
-            target.write_bytes(new_text.encode("utf-8", errors="surrogateescape"))
+            sandbox.write_bytes(target, new_text.encode("utf-8", errors="surrogateescape"))
         except OSError as exc:
             raise ToolError(f"could not write {shown}: {exc.strerror or exc}") from exc
         diff = unified_diff(

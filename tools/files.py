@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import io
 from pathlib import Path
+from typing import Iterable
 
 from pydantic import Field, model_validator
 
-from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
+from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolLimits, ToolResult, refused
 from hitrate.tools.diffs import unified_diff
-from hitrate.tools.sandbox import SNIFF_BYTES, Sandbox, describe_binary, looks_binary, sniff
+from hitrate.tools.sandbox import SNIFF_BYTES, Sandbox, describe_binary, looks_binary
 
 
 def require_file(sandbox: Sandbox, target: Path, shown: str) -> None:
@@ -50,6 +52,30 @@ def cut_line(text: str, max_chars: int) -> str:
     return f"{text[:max_chars]}… [line cut, {len(text) - max_chars:,} more chars]"
 
 
+def _page(text: Iterable[str], args: "ReadFileArgs", limits: ToolLimits) -> tuple[int, int, bool, list[str]]:
+    """Number the lines of the requested range within the caps: (total lines, last shown, cut, lines)."""
+    wanted_end = args.end_line
+    out: list[str] = []
+    chars = 0
+    total = 0
+    last_shown = 0
+    cut_short = False
+    for number, raw in enumerate(text, start=1):
+        total = number
+        if number < args.start_line or (wanted_end is not None and number > wanted_end):
+            continue
+        if cut_short:
+            continue
+        line = f"{number:>6}\t{cut_line(strip_eol(raw), limits.max_line_chars)}"
+        if len(out) >= limits.read_max_lines or (out and chars + len(line) + 1 > limits.output_max_chars):
+            cut_short = True
+            continue
+        out.append(line)
+        chars += len(line) + 1
+        last_shown = number
+    return total, last_shown, cut_short, out
+
+
 class ReadFileArgs(ToolArgs):
     path: str = Field(description="File to read, relative to the workspace root.")
     start_line: int = Field(default=1, ge=1, description="First line to return (1-based).")
@@ -79,39 +105,34 @@ class ReadFileTool(Tool[ReadFileArgs]):
         target = sandbox.resolve(args.path)
         shown = sandbox.display(target)
         require_file(sandbox, target, shown)
-        size = target.stat().st_size
-        sample = sniff(target)
-        if looks_binary(sample):
-            return ToolResult(
-                content=describe_binary(shown, target, sample),
-                metadata={"path": shown, "binary": True, "size": size},
-            )
-        if size > limits.read_max_file_bytes:
+        try:
+            handle, info = sandbox.open_read(target)
+        except OSError as exc:
+            raise ToolError(f"could not open {shown}: {exc.strerror or exc}") from exc
+        with handle:
+            size = info.st_size
+            sample = handle.read(SNIFF_BYTES)
+            if looks_binary(sample):
+                return ToolResult(
+                    content=describe_binary(shown, target, sample, size),
+                    metadata={"path": shown, "binary": True, "size": size},
+                )
+            if size > limits.read_max_file_bytes:
+                raise ToolError(
+                    f"{shown} is {size:,} bytes, over the {limits.read_max_file_bytes:,}-byte read cap; "
+                    "use grep, or shell with head/sed, to look at parts of it"
+                )
+            handle.seek(0)
+            # Read at most the cap, whatever the size was when checked: a file that grows while
+            # it is read (a log being written) must not take the read past it.
+            data = handle.read(limits.read_max_file_bytes + 1)
+        if len(data) > limits.read_max_file_bytes:
             raise ToolError(
-                f"{shown} is {size:,} bytes, over the {limits.read_max_file_bytes:,}-byte read cap; "
-                "use grep, or shell with head/sed, to look at parts of it"
+                f"{shown} grew past the {limits.read_max_file_bytes:,}-byte read cap while it was read; "
+                "use shell with head/tail to look at parts of it"
             )
-
-        wanted_end = args.end_line
-        out: list[str] = []
-        chars = 0
-        total = 0
-        last_shown = 0
-        cut_short = False
-        with open(target, encoding="utf-8", errors="replace", newline="") as handle:
-            for number, raw in enumerate(handle, start=1):
-                total = number
-                if number < args.start_line or (wanted_end is not None and number > wanted_end):
-                    continue
-                if cut_short:
-                    continue
-                line = f"{number:>6}\t{cut_line(strip_eol(raw), limits.max_line_chars)}"
-                if len(out) >= limits.read_max_lines or (out and chars + len(line) + 1 > limits.output_max_chars):
-                    cut_short = True
-                    continue
-                out.append(line)
-                chars += len(line) + 1
-                last_shown = number
+        text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline="")
+        total, last_shown, cut_short, out = _page(text, args, limits)
 
         meta = {"path": shown, "total_lines": total, "start_line": args.start_line, "end_line": last_shown}
         if total == 0:
@@ -154,19 +175,19 @@ class WriteFileTool(Tool[WriteFileArgs]):
         existed = target.exists()
         if existed and not target.is_file():
             raise ToolError(f"{shown} is not a regular file (device, socket or pipe); refusing to write it")
+        sandbox.refuse_git_internals(target)
         if not ctx.approved(self.name, args):
             return refused(self.name)
 
         old_text = ""
         old_binary = False
         if existed:
-            old_bytes = target.read_bytes()
+            old_bytes = sandbox.read_bytes(target)
             old_binary = looks_binary(old_bytes[:SNIFF_BYTES])
             old_text = "" if old_binary else old_bytes.decode("utf-8", errors="replace")
         data = args.content.encode("utf-8")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            sandbox.write_bytes(target, data)
         except OSError as exc:
             raise ToolError(f"could not write {shown}: {exc.strerror or exc}") from exc
 

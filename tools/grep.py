@@ -22,13 +22,17 @@ from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult
 from hitrate.tools.files import cut_line, strip_eol
+from hitrate.tools.linear_regex import LinearRegexError, RegexTimeoutError, compile_bounded
 from hitrate.tools.listing import PathFilter, walk_files
-from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, describe_binary, looks_binary, sniff
+from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, SandboxError, describe_binary, looks_binary, sniff
 
 # Past this many matching lines the search stops: the model only sees the first page anyway.
 HARD_MATCH_LIMIT = 20_000
 RIPGREP_TIMEOUT_S = 60.0
 GREP_LINE_CHARS = 300
+# Time all searches of one grep call may spend in a backtracking pattern (look-around or
+# backreferences in the python engine); RE2 patterns need no budget.
+REGEX_BUDGET_S = 10.0
 
 
 def find_ripgrep() -> str | None:
@@ -107,17 +111,18 @@ def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[Path
 
 
 def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_bytes: int) -> Search:
-    flags = re.IGNORECASE if args.ignore_case else 0
     source = re.escape(args.pattern) if args.fixed_strings else args.pattern
     try:
-        regex = re.compile(source, flags)
-    except re.error as exc:
+        regex = compile_bounded(source, ignore_case=args.ignore_case, budget_s=REGEX_BUDGET_S)
+    except LinearRegexError as exc:
         raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from exc
     collector = _Collector(cap)
     for file in _python_files(target, args, max_bytes):
         try:
-            data = file.read_bytes()
-        except OSError:
+            # Opened beneath the workspace without following links, like read_file: a folder
+            # swapped for a symlink during the walk is skipped, not followed.
+            data = sandbox.read_bytes(file)
+        except (OSError, SandboxError):
             continue
         if b"\x00" in data:  # ripgrep's binary test: such files are skipped
             continue
@@ -126,7 +131,11 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
             lines.pop()
         shown = sandbox.display(file)
         for number, line in enumerate(lines, start=1):
-            if regex.search(strip_eol(line)) and not collector.add(shown, number, line):
+            try:
+                hit = regex.search(strip_eol(line))
+            except RegexTimeoutError as exc:
+                raise ToolError(f"search stopped: {exc}; simplify the pattern") from exc
+            if hit and not collector.add(shown, number, line):
                 return collector.result(complete=False)
     return collector.result(complete=True)
 
@@ -198,7 +207,10 @@ def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap:
             if not pcre2 and ("look-around" in message or "backreferences" in message):
                 pcre2 = True
                 continue
-            raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
+            # Exit status 2 is any error (an unreadable file, a bad glob, I/O), not only a bad pattern.
+            if "regex parse error" in message or "PCRE2:" in message:
+                raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
+            raise ToolError(f"ripgrep failed (exit status 2): {message or 'no message'}")
         return collector.result(complete)
 
 

@@ -21,6 +21,18 @@ def _error(message: str, **metadata: Any) -> ToolResult:
     return ToolResult(content=message, is_error=True, metadata=metadata)
 
 
+def _capped(result: ToolResult, max_chars: int) -> ToolResult:
+    # Only error texts: successful results are already paged by their tools within the same caps.
+    text = result.content
+    if not result.is_error or len(text) <= max_chars:
+        return result
+    note = f"\n[... {len(text) - max_chars:,} characters cut from the middle of {len(text):,} ...]\n"
+    keep = max(max_chars - len(note), 0)
+    head, tail = keep // 2, keep - keep // 2
+    cut = text[:head] + note + (text[-tail:] if tail else "")
+    return result.model_copy(update={"content": cut, "metadata": {**result.metadata, "content_cut": True}})
+
+
 def format_validation_error(tool: str, exc: ValidationError) -> str:
     """One line per problem, naming the argument: what a model needs to correct its call."""
     problems = []
@@ -74,7 +86,11 @@ class ToolRegistry:
 
     def execute(self, name: str, arguments: str | Mapping[str, Any] | None, ctx: ToolContext) -> ToolResult:
         """Run one tool call. Never raises for bad input or a failing tool: the problem comes back
-        as an error ToolResult the model can read and act on."""
+        as an error ToolResult the model can read and act on. No error text is longer than
+        the output cap: an exception's text (say, one that quotes a 5 MB input) is cut like shell output."""
+        return _capped(self._execute(name, arguments, ctx), ctx.limits.output_max_chars)
+
+    def _execute(self, name: str, arguments: str | Mapping[str, Any] | None, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
             return _error(f"unknown tool {name!r}; available tools: {', '.join(self._tools)}", tool=name)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import mimetypes
 import os
 from pathlib import Path
+from typing import BinaryIO
+
+from hitrate.tools.beneath import PathChangedError, open_beneath, open_regular_for_reading
 
 # Directories no listing or search descends into: version-control internals, dependency trees,
 # virtual environments and tool caches. They are huge, generated, and almost never what the model
@@ -69,7 +72,10 @@ class SandboxError(ValueError):
 
 
 def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+    # A prefix test on the parts: linear in the path's length (`root in path.parents` builds every
+    # parent and is quadratic, which a path of a few hundred thousand '/a' made take minutes).
+    parts = root.parts
+    return path.parts[: len(parts)] == parts
 
 
 class Sandbox:
@@ -120,6 +126,50 @@ class Sandbox:
             )
         return real
 
+    def _relative(self, path: Path) -> Path:
+        rel = path.relative_to(self.root)
+        if not rel.parts:
+            raise SandboxError("the workspace root is a directory; give a file path")
+        return rel
+
+    def open_read(self, path: Path) -> tuple[BinaryIO, os.stat_result]:
+        """Open a resolved regular file for reading without following links (see `beneath`)."""
+        try:
+            fd, info = open_regular_for_reading(self.root, self._relative(path))
+        except PathChangedError as exc:
+            raise SandboxError(
+                f"{self.display(path)} changed while it was being opened ({exc.strerror}); refusing it"
+            ) from exc
+        return os.fdopen(fd, "rb"), info
+
+    def read_bytes(self, path: Path) -> bytes:
+        handle, _info = self.open_read(path)
+        with handle:
+            return handle.read()
+
+    def write_bytes(self, path: Path, data: bytes) -> None:
+        """Create or truncate a resolved file and write `data`, creating missing folders, without
+        following links; `.git` internals are refused."""
+        self.refuse_git_internals(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        try:
+            fd = open_beneath(self.root, self._relative(path), flags, 0o666, make_parents=True)
+        except PathChangedError as exc:
+            raise SandboxError(
+                f"{self.display(path)} changed while it was being opened ({exc.strerror}); refusing it"
+            ) from exc
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+
+    def refuse_git_internals(self, path: Path) -> None:
+        """Refuse a change inside a `.git` folder: `.git/config` (core.fsmonitor, core.hooksPath,
+        filters) and `.git/hooks/*` run programs the next time anyone runs git in the repository."""
+        if ".git" in path.relative_to(self.root).parts:
+            raise SandboxError(
+                f"{self.display(path)} is inside .git; git's internals are read-only to the agent "
+                "(use git commands through shell to change the repository)"
+            )
+
     def display(self, path: Path) -> str:
         """The workspace-relative, '/'-separated form of a resolved path ('.' for the root)."""
         rel = path.relative_to(self.root)
@@ -163,9 +213,10 @@ def guess_type(path: Path, sample: bytes) -> str:
     return "unknown binary data"
 
 
-def describe_binary(display_path: str, path: Path, sample: bytes) -> str:
+def describe_binary(display_path: str, path: Path, sample: bytes, size: int | None = None) -> str:
     """What read tools return for a binary file instead of its bytes."""
-    size = path.stat().st_size
+    if size is None:
+        size = path.stat().st_size
     return (
         f"{display_path}: binary file, {size:,} bytes, looks like {guess_type(path, sample)}; "
         "contents not shown"

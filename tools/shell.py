@@ -1,4 +1,4 @@
-"""shell: run one command in the workspace, bounded in time and output, without the user's secrets.
+"""shell: run one command in the workspace, confined by the OS sandbox, bounded in time and output.
 
 The command runs in a new session (so a new process group). On timeout, or as soon as the user
 cancels (the context's cancel event, polled while the command runs), the whole group gets SIGTERM,
@@ -6,11 +6,15 @@ then SIGKILL after a grace period: killing only the shell would leave its childr
 holding the output pipe open, which is how a `sleep 1000 &` hangs naive harnesses. When the command
 finishes normally, whatever it left running in its group is killed too, so no call leaks processes
 into the next one.
+
+Where bubblewrap works, the command runs inside it (`confine.py`): the workspace is the only
+writable folder besides a private /tmp, and its PID namespace takes every descendant down with it,
+`setsid` daemons included. Where it does not, each command needs the user's approval. Either way
+the command's environment is an allowlist, never the harness's own.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import selectors
 import shutil
@@ -19,60 +23,19 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
-
-# Variables never passed to commands the model runs: provider keys, cloud credentials, tokens and
-# the SSH agent socket (which would let a command use the user's keys). Matched case-insensitively.
-SECRET_ENV_PATTERNS: tuple[str, ...] = (
-    "*_API_KEY",
-    "*_APIKEY",
-    "API_KEY",
-    "*_KEY",
-    "*_TOKEN",
-    "TOKEN",
-    "*_SECRET",
-    "*_SECRET_*",
-    "SECRET",
-    "*_SECRETS",
-    "*_PASSWORD",
-    "PASSWORD",
-    "*_PASSWD",
-    "*_CREDENTIALS",
-    "*_CREDENTIAL",
-    "*_AUTH",
-    "AWS_*",
-    "AZURE_*",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "ANTHROPIC_*",
-    "OPENAI_*",
-    "DEEPSEEK_*",
-    "GEMINI_*",
-    "SSH_AUTH_SOCK",
-    "GPG_AGENT_INFO",
-)
-
-# Keep commands from waiting on a pager or a password prompt that nobody will answer.
-NON_INTERACTIVE_ENV: dict[str, str] = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+from hitrate.tools.confine import allowed_env, confined_argv, detect
 
 POLL_S = 0.05
 DRAIN_AFTER_EXIT_S = 1.0
 
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
-
-
-def scrub_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The environment without secret-looking variables, and the sorted names that were removed."""
-    kept = {name: value for name, value in env.items() if not is_secret_name(name)}
-    removed = sorted(name for name in env if name not in kept)
-    kept.update(NON_INTERACTIVE_ENV)
-    return kept, removed
+# The approval asked for a shell command that no OS sandbox confines: a front end must ask the
+# user for it even when it lets confined commands and file edits through without asking.
+UNCONFINED_SHELL = "shell (unconfined)"
 
 
 class CappedOutput:
@@ -156,7 +119,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def run_command(
-    command: str,
+    argv: Sequence[str],
     *,
     cwd: str,
     env: Mapping[str, str],
@@ -165,10 +128,11 @@ def run_command(
     kill_grace_s: float = 2.0,
     cancel: threading.Event | None = None,
 ) -> CommandOutcome:
-    shell = shutil.which("bash") or "/bin/sh"
+    """Run argv in a new session, bounded in time and output; every process of its group is
+    killed when it ends, times out or is cancelled."""
     try:
         proc = subprocess.Popen(
-            [shell, "-c", command],
+            list(argv),
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,
@@ -273,12 +237,34 @@ class ShellTool(Tool[ShellArgs]):
             raise ToolError("command is empty")
         if "\x00" in args.command:
             raise ToolError("command contains a NUL byte")
-        if not ctx.approved(self.name, args):
-            return refused(self.name)
-        env, removed = scrub_env(os.environ if ctx.env is None else ctx.env)
+        sandbox = detect()
+        if sandbox.confined or ctx.allow_unconfined_shell:
+            if not ctx.approved(self.name, args):
+                return refused(self.name)
+        else:
+            # Without an OS sandbox the command could read and write anything the user can: only a
+            # person who has seen it may let it run, whatever the approval setting for other tools.
+            if ctx.approve is None or not ctx.approve(UNCONFINED_SHELL, args.model_dump(mode="json")):
+                return ToolResult(
+                    content=(
+                        f"shell is not confined on this machine ({sandbox.detail}); every command needs "
+                        "the user's approval, and this one was not approved. Nothing was run."
+                    ),
+                    is_error=True,
+                    metadata={"refused": True, "confined": False},
+                )
+        base_env = os.environ if ctx.env is None else ctx.env
+        env, withheld = allowed_env(base_env, ctx.confinement.pass_env)
+        env["TMPDIR"] = "/tmp"
+        bash = shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
+        argv = [bash, "-c", args.command]
+        if sandbox.program is not None:
+            argv = confined_argv(
+                argv, workspace=ctx.sandbox.root, policy=ctx.confinement, env=env, bwrap=sandbox.program
+            )
         timeout = min(float(args.timeout_s), ctx.limits.shell_max_timeout_s)
         outcome = run_command(
-            args.command,
+            argv,
             cwd=str(ctx.sandbox.root),
             env=env,
             timeout_s=timeout,
@@ -306,6 +292,8 @@ class ShellTool(Tool[ShellArgs]):
                 "cancelled": outcome.cancelled,
                 "output_bytes": outcome.output_bytes,
                 "cut_bytes": outcome.cut_bytes,
-                "scrubbed_env": removed,
+                "withheld_env": withheld,
+                "confined": sandbox.confined,
+                "sandbox": sandbox.kind,
             },
         )

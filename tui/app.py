@@ -23,6 +23,7 @@ from textual import events
 from textual.widgets import Footer
 from rich.text import Text
 
+from hitrate.tools import UNCONFINED_SHELL, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
@@ -144,6 +145,9 @@ class HitrateApp(CommandsMixin, App[None]):
         await self.conversation.add_notice(
             f"hitrate{where} · {self.link.model_label} · /help for commands, Esc cancels a step"
         )
+        unconfined = confinement_notice()
+        if unconfined is not None:
+            await self.conversation.add_notice(f"warning: {unconfined}")
         if self._resumed is not None:
             await self.show_resumed(self._resumed)
 
@@ -321,6 +325,10 @@ class HitrateApp(CommandsMixin, App[None]):
         unattended = self.permissions.hook(lambda tool, args: True)
 
         def approve(tool: str, args: dict[str, Any]) -> bool | Refusal:
+            if tool == UNCONFINED_SHELL:
+                # No OS sandbox confines it: a person who has seen the command decides, whatever
+                # the approval setting and the rules say.
+                return ask(tool, args)
             if tool not in GUARDED_TOOLS:
                 return True
             return (asking if self.approvals else unattended)(tool, args)
@@ -402,7 +410,11 @@ class HitrateApp(CommandsMixin, App[None]):
                 message.reply.set_result(answer)
             self.set_activity(f"running {message.tool}…" if answer.choice != "deny" else "thinking…")
 
-        self.push_screen(ApprovalScreen(message.tool, message.args, can_save=self.permissions.config is not None), answered)
+        rules = message.tool != UNCONFINED_SHELL  # an unconfined command is allowed once or not at all
+        self.push_screen(
+            ApprovalScreen(message.tool, message.args, can_save=rules and self.permissions.config is not None, offer_rules=rules),
+            answered,
+        )
 
     @on(TurnEnded)
     async def on_turn_ended(self, message: TurnEnded) -> None:

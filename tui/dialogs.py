@@ -114,12 +114,14 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         Binding("escape", "deny_now", "Deny"),
     ]
 
-    def __init__(self, tool: str, args: dict[str, Any], *, can_save: bool = True) -> None:
+    def __init__(self, tool: str, args: dict[str, Any], *, can_save: bool = True, offer_rules: bool = True) -> None:
+        """`offer_rules` False: only once or deny (a command no sandbox confines)."""
         super().__init__(classes="dialog-screen -approval")
         self.tool = tool
         self.args = args
         self.rule = session_rule(tool, args)
-        self.can_save = can_save
+        self.offer_rules = offer_rules
+        self.can_save = can_save and offer_rules
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -127,7 +129,8 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             yield Static(approval_body(self.tool, self.args), id="dialog-body")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Once (y)", id="once", variant="primary", compact=True)
-                yield Button(f"Session: {self.rule} (a)", id="session", compact=True)
+                if self.offer_rules:
+                    yield Button(f"Session: {self.rule} (a)", id="session", compact=True)
                 if self.can_save:
                     yield Button("Always (s)", id="always", compact=True)
                 yield Button("Deny (n)", id="deny", variant="error", compact=True)
@@ -149,7 +152,7 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             self._answer(str(event.button.id))
 
     def action_answer(self, choice: str) -> None:
-        if choice == "always" and not self.can_save:
+        if (choice == "always" and not self.can_save) or (choice == "session" and not self.offer_rules):
             return
         if not self._asking_reason:
             self._answer(choice)

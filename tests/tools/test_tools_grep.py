@@ -176,3 +176,18 @@ def test_unusable_ripgrep_falls_back_to_python(workspace: Path, tmp_path: Path) 
     result = broken.execute("grep", {"pattern": "hit"}, ToolContext(workspace=workspace))
     assert result.content == "f.txt:1:hit"
     assert result.metadata["engine"] == "python"
+
+
+def test_ripgrep_errors_that_are_not_the_pattern_say_so(tmp_path: Path) -> None:
+    from hitrate.tools.grep import find_ripgrep
+
+    rg = find_ripgrep()
+    if rg is None:
+        pytest.skip("ripgrep is not installed")
+    (tmp_path / "f.txt").write_text("x\n")
+    registry = ToolRegistry([GrepTool(ripgrep=rg)])
+    ctx = ToolContext(workspace=tmp_path)
+    bad_glob = registry.execute("grep", {"pattern": "x", "glob": "{"}, ctx)
+    assert bad_glob.is_error and "ripgrep failed" in bad_glob.content and "invalid regular expression" not in bad_glob.content
+    bad_regex = registry.execute("grep", {"pattern": "("}, ctx)
+    assert bad_regex.is_error and "invalid regular expression" in bad_regex.content

@@ -108,7 +108,7 @@ def test_glob_cap_and_refusals(registry, workspace: Path) -> None:
     ],
 )
 def test_glob_regex(pattern: str, path: str, matches: bool) -> None:
-    assert bool(glob_regex(pattern).match(path)) is matches
+    assert bool(glob_regex(pattern).fullmatch(path)) is matches
 
 
 def test_path_filter_names_and_negation() -> None:

@@ -1,0 +1,262 @@
+"""OS confinement for commands the model runs (and for grading): bubblewrap on Linux.
+
+`confined_argv` wraps a command so that it sees the machine the way Codex and Claude Code let
+their shells see it on Linux (both build on bubblewrap):
+
+- the root file system read-only, the workspace read-write, a private empty `/tmp`;
+- the user's credential folders (`~/.ssh`, `~/.aws`, ...) and hitrate's own data (the ledger holds
+  whole transcripts) replaced by empty folders, plus any path the caller asks to hide;
+- a new PID namespace with its own `/proc`: the harness's processes (and their `/proc/<pid>/environ`
+  and `cwd`) are out of sight, and when the command's first process ends the kernel kills every
+  process left in the namespace, `setsid` and double-fork daemons included;
+- `--die-with-parent`: killing the bubblewrap process (the tool's timeout) takes the namespace down;
+- no network unless the policy allows it (a new, empty network namespace has only loopback);
+- resource limits (address space, process count, file size) set with `prlimit` inside the sandbox;
+- an environment built from an allowlist of names, never from the harness's own environment.
+
+Where bubblewrap is missing or cannot create namespaces, `detect()` says why, and callers must not
+pretend the command is confined (the shell tool then asks for approval of every command).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field
+
+# The only variables a confined command inherits: what tools need to find programs, print text in
+# the user's language and know who they run as. Anything else (API keys, PGPASSWORD, DATABASE_URL,
+# webhook URLs...) stays out unless the user names it in `ConfinementPolicy.pass_env`; a denylist
+# of secret-looking names always misses some.
+ALLOWED_ENV_NAMES: tuple[str, ...] = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "TZ",
+    "VIRTUAL_ENV",
+)
+
+# Keep commands from waiting on a pager or a password prompt that nobody will answer.
+NON_INTERACTIVE_ENV: dict[str, str] = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+# Credential stores under the home folder, hidden from confined commands. Relative to $HOME.
+HIDDEN_HOME_PATHS: tuple[str, ...] = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".cache/huggingface/token",
+    ".huggingface/token",
+    # Shell and client histories: typed passwords and `export KEY=...` lines end up there.
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+)
+
+
+class ConfinementPolicy(BaseModel):
+    """What a confined command may do beyond reading the system and writing its workspace."""
+
+    model_config = ConfigDict(frozen=True)
+
+    network: bool = Field(default=False, description="Share the host's network (off: loopback only).")
+    max_memory_bytes: int | None = Field(
+        default=8 * 1024**3, ge=16 * 1024**2, description="Address-space limit per process (RLIMIT_AS)."
+    )
+    max_processes: int | None = Field(
+        default=512, ge=8, description="Processes the command may add for its user (RLIMIT_NPROC)."
+    )
+    max_file_bytes: int | None = Field(
+        default=4 * 1024**3, ge=1024, description="Largest file a process may write (RLIMIT_FSIZE)."
+    )
+    pass_env: tuple[str, ...] = Field(
+        default=(), description="Extra variable names (fnmatch patterns) passed through to commands."
+    )
+    hidden_paths: tuple[str, ...] = Field(
+        default=(), description="Absolute paths replaced by an empty folder (or file) inside the sandbox."
+    )
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether commands can be confined on this machine, and by what (or why not)."""
+
+    kind: str  # "bubblewrap" or "none"
+    detail: str  # what was found, or why nothing can confine commands here
+    program: str | None = None  # the bwrap executable to run
+
+    @property
+    def confined(self) -> bool:
+        return self.kind != "none"
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def allowed_env(env: Mapping[str, str], pass_env: Sequence[str] = ()) -> tuple[dict[str, str], list[str]]:
+    """The allowlisted part of `env` with the non-interactive settings, and the sorted withheld names."""
+    patterns = (*ALLOWED_ENV_NAMES, *pass_env)
+    kept = {name: value for name, value in env.items() if _matches(name, patterns)}
+    withheld = sorted(name for name in env if name not in kept)
+    kept.update(NON_INTERACTIVE_ENV)
+    return kept, withheld
+
+
+@functools.lru_cache(maxsize=1)
+def detect() -> Availability:
+    """Find bubblewrap and check that it can actually build a sandbox here (user namespaces may be
+    disabled, e.g. by AppArmor on Ubuntu 24.04 or inside some containers). Cached per process."""
+    if not sys.platform.startswith("linux"):
+        return Availability("none", f"no supported sandbox on {sys.platform} (only bubblewrap on Linux)")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return Availability("none", "bubblewrap (bwrap) is not installed; install the 'bubblewrap' package")
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+             "--unshare-net", "--die-with-parent", "--", "/bin/sh", "-c", "exit 0"]  # fmt: skip
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=20, env={"PATH": os.defpath}, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Availability("none", f"bubblewrap at {bwrap} could not run: {exc}")
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", errors="replace").strip()[:300] or f"exit status {done.returncode}"
+        return Availability("none", f"bubblewrap at {bwrap} cannot create a sandbox here: {why}")
+    return Availability("bubblewrap", f"bubblewrap at {bwrap}", program=bwrap)
+
+
+def confinement_notice() -> str | None:
+    """What a front end tells the user at start and in its summary when shell commands run
+    unconfined; None when the OS sandbox works."""
+    found = detect()
+    if found.confined:
+        return None
+    return (
+        f"shell commands are NOT confined on this machine ({found.detail}): each one needs your "
+        "approval, and runs without approval are refused"
+    )
+
+
+def _hidden_defaults(env: Mapping[str, str]) -> list[str]:
+    home = env.get("HOME") or os.path.expanduser("~")
+    paths = [os.path.join(home, rel) for rel in HIDDEN_HOME_PATHS]
+    # hitrate's own files: the ledger and session logs hold whole transcripts, the config may hold keys.
+    for folder in (platformdirs.user_data_dir("hitrate", appauthor=False),
+                   platformdirs.user_config_dir("hitrate", appauthor=False),
+                   platformdirs.user_state_dir("hitrate", appauthor=False)):  # fmt: skip
+        paths.append(folder)
+    return paths
+
+
+def _hide_args(path: str, keep: Path) -> list[str]:
+    real = os.path.realpath(path)
+    if not os.path.lexists(real):
+        return []
+    if Path(real) == keep or keep in Path(real).parents:
+        return []  # never hide the workspace itself
+    if os.path.isdir(real):
+        return ["--tmpfs", real]
+    return ["--ro-bind", "/dev/null", real]
+
+
+def _git_guard_args(root: Path) -> list[str]:
+    """Read-only binds over the repository's `.git/config` and `.git/hooks`: a command may commit,
+    but cannot plant a hook or a `core.fsmonitor` that runs when the user (or hitrate) next runs git.
+    A missing hooks folder is created first, so there is something to bind over."""
+    git = root / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []  # a worktree's or submodule's .git file points outside: already read-only
+    hooks = git / "hooks"
+    if not hooks.exists() and not hooks.is_symlink():
+        hooks.mkdir()
+    args: list[str] = []
+    for path in (git / "config", hooks):
+        if path.exists() and not path.is_symlink():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def confined_argv(
+    argv: Sequence[str],
+    *,
+    workspace: Path,
+    policy: ConfinementPolicy,
+    env: Mapping[str, str],
+    bwrap: str,
+    cwd: Path | None = None,
+) -> list[str]:
+    """`argv` wrapped in bubblewrap with `workspace` as its only writable folder; it starts in
+    `cwd` (default: the workspace)."""
+    root = Path(os.path.realpath(workspace))
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in (*_hidden_defaults(env), *policy.hidden_paths):
+        args += _hide_args(path, root)
+    args += ["--bind", str(root), str(root)]
+    args += _git_guard_args(root)
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not policy.network:
+        args.append("--unshare-net")
+    # --new-session: the command cannot push keystrokes into the user's terminal (TIOCSTI).
+    start = Path(os.path.realpath(cwd)) if cwd is not None else root
+    args += ["--die-with-parent", "--new-session", "--chdir", str(start), "--"]
+    return [*args, *limit_argv(policy), *argv]
+
+
+def _count_user_processes(uid: int) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+def limit_argv(policy: ConfinementPolicy) -> list[str]:
+    """A `prlimit` prefix that applies the policy's resource limits (soft = hard, so the command
+    cannot raise them again); empty when util-linux's prlimit is missing or nothing is limited.
+
+    RLIMIT_NPROC counts every process of the user, so the limit is what the user runs now plus the
+    allowance. The kernel does not apply it to root. (prlimit rather than a `preexec_fn`: the
+    harness runs tools from worker threads, where forking Python code before exec can deadlock.)
+    """
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        return []
+    flags: list[str] = []
+    if policy.max_memory_bytes is not None:
+        flags.append(f"--as={policy.max_memory_bytes}")
+    if policy.max_processes is not None and os.getuid() != 0:
+        nproc = _count_user_processes(os.getuid()) + policy.max_processes
+        flags.append(f"--nproc={nproc}")
+    if policy.max_file_bytes is not None:
+        flags.append(f"--fsize={policy.max_file_bytes}")
+    return [prlimit, *flags, "--"] if flags else []
