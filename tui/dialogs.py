@@ -80,6 +80,10 @@ def approval_body(tool: str, args: dict[str, Any]) -> RenderableType:
     return Text(args_text(args))
 
 
+#: How the dialog names the config file the "always" rules go to.
+CONFIG_NAME = "config.toml"
+
+
 class ApprovalAnswer(BaseModel):
     """The user's answer to an approval question."""
 
@@ -127,14 +131,17 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         with Vertical(id="dialog"):
             yield Static(f"Allow {self.tool}?", id="dialog-title")
             yield Static(approval_body(self.tool, self.args), id="dialog-body")
+            if self.offer_rules:
+                always = f" · always (kept in {CONFIG_NAME}): s" if self.can_save else ""
+                yield Static(f"for this session, {self.rule}: a{always} · deny with a reason: n", id="dialog-rule")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Once (y)", id="once", variant="primary", compact=True)
                 if self.offer_rules:
-                    yield Button(f"Session: {self.rule} (a)", id="session", compact=True)
+                    yield Button("Session (a)", id="session", compact=True)
                 if self.can_save:
                     yield Button("Always (s)", id="always", compact=True)
                 yield Button("Deny (n)", id="deny", variant="error", compact=True)
-            yield Input(placeholder="why not? (sent to the model; Enter sends, empty: just deny)", id="deny-reason")
+            yield Input(placeholder="why not? (the model reads it; Enter denies)", id="deny-reason")
 
     def on_mount(self) -> None:
         self.query_one("#deny-reason", Input).display = False

@@ -109,7 +109,8 @@ async def test_session_allow_always_allow_and_deny_with_a_reason(make_app, works
         await submit(pilot, "go")
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the first question")
         assert dialog_title(app) == "Allow shell?"
-        assert "Session: shell(git status:*) (a)" in str(app.screen.query_one("#session").label)
+        assert "for this session, shell(git status:*): a · always (kept in config.toml): s" in str(
+            app.screen.query_one("#dialog-rule").render())
         await pilot.press("a")
         # `git status` is covered for the session: the next question is about write_file.
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and "write_file" in dialog_title(app), "write_file")
@@ -145,7 +146,7 @@ async def test_escape_denies_without_a_reason_and_once_asks_again(make_app, work
         await submit(pilot, "make files")
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "question 1")
         # A compound command has no prefix to offer: the session choice is the whole tool.
-        assert "Session: shell (a)" in str(app.screen.query_one("#session").label)
+        assert "for this session, shell: a" in str(app.screen.query_one("#dialog-rule").render())
         await pilot.press("y")
         await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.figures.calls and len(app.figures.calls) == 2, "question 2")
         await pilot.press("escape")
