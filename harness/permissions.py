@@ -15,7 +15,8 @@ They live in the config file (`harness.defaults.config_path()`) under `[permissi
     allow = ["edit_file", "shell(git status:*)"]
     deny = ["shell(rm:*)"]
 
-A deny rule wins over an allow rule. A command prefix never matches a compound command (one with
+A deny rule wins over an allow rule. A shell command that no OS sandbox confines is never let
+through by a rule or a default: only a person can allow it (`hitrate.tools.shell.UNCONFINED_SHELL`). A command prefix never matches a compound command (one with
 `;`, `&&`, `|`, a redirection or a substitution): `git status; rm -rf ~` is not `git status`, so it
 is asked about (Claude Code does the same for chained commands).
 """
@@ -32,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hitrate.tools import UNCONFINED_SHELL
 from hitrate.tools.base import ApprovalHook, Refusal
 
 Verdict = Literal["allow", "deny", "ask"]
@@ -213,6 +215,12 @@ class Permissions:
         would be asked about is refused, as a non-interactive run must)."""
 
         def approve(tool: str, args: dict[str, Any]) -> bool | Refusal:
+            if tool == UNCONFINED_SHELL:
+                # No OS sandbox confines the command: no rule or default may let it through, only
+                # a person who has seen it.
+                if ask is None:
+                    return Refusal("the shell is not confined on this machine and nobody can be asked to allow the command")
+                return ask(tool, args)
             verdict, rule = self.decide(tool, args)
             if verdict == "allow":
                 return True

@@ -10,13 +10,14 @@ from tui_helpers import SPEC, submit, wait_until
 
 from hitrate.harness.permissions import (
     PermissionRuleError,
+    PermissionRules,
     Permissions,
     Rule,
     command_prefix,
     load_rules,
     save_rule,
 )
-from hitrate.tools import Refusal, ToolContext, default_tools
+from hitrate.tools import UNCONFINED_SHELL, Refusal, ToolContext, default_tools
 from hitrate.tui.dialogs import ApprovalScreen
 from hitrate.tui.tool_panel import ToolPanel
 
@@ -70,6 +71,10 @@ def test_rules_persist_in_the_config_file_and_deny_wins(tmp_path: Path) -> None:
     assert hook("shell", {"command": "git log"}) is True
     refusal = hook("shell", {"command": "git push"})
     assert isinstance(refusal, Refusal) and "shell(git push:*)" in refusal.reason
+    # An unconfined shell command is never allowed by a rule or a default, only by a person.
+    everything = Permissions(PermissionRules(allow=["shell"], default="allow"))
+    assert isinstance(everything.hook(ask=None)(UNCONFINED_SHELL, {"command": "ls"}), Refusal)
+    assert everything.hook(ask=lambda tool, args: True)(UNCONFINED_SHELL, {"command": "ls"}) is True
     config.write_text("[permissions]\nallow = ['Bash(ls)']\n")
     with pytest.raises(PermissionRuleError, match="not understood"):
         load_rules(config)
