@@ -15,21 +15,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
+from rich.text import Text
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual import events
 from textual.widgets import Footer
-from rich.text import Text
 
-from hitrate.tools import UNCONFINED_SHELL, confinement_notice
+from hitrate.harness.checkpoints import CheckpointError, Checkpoints
+from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Permissions
+from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
-from hitrate.harness.checkpoints import CheckpointError, Checkpoints
-from hitrate.harness.permissions import GUARDED_TOOLS, Permissions, PermissionRuleError
-from hitrate.tools.base import Refusal
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
 from hitrate.tui.keepalive_view import panel_line, status_segment

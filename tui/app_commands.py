@@ -1,4 +1,5 @@
-"""Slash commands of the app: /model, /cost, /clear, /resume, /approve, /keepalive, /help, /quit.
+"""Slash commands of the app: /model, /cost, /clear, /resume, /add, /undo, /approve, /keepalive,
+/init, /help, /quit, and the Markdown commands of `hitrate.tui.custom_commands`.
 
 They run on the app's event loop, between turns, and change widgets directly (they are user
 actions, not agent output).
@@ -13,7 +14,6 @@ from rich.text import Text
 from textual import work
 
 from hitrate.harness.checkpoints import CheckpointError
-from hitrate.tui.mentions import MentionError, file_block
 from hitrate.tui.cache_panel import NARROW
 from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_markdown, parse_command
 from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
@@ -21,6 +21,7 @@ from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd, one_line
 from hitrate.tui.keepalive_view import decision_text, keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
+from hitrate.tui.mentions import MentionError, file_block
 from hitrate.tui.messages import ModelSwitched
 
 if TYPE_CHECKING:
