@@ -6,6 +6,7 @@ A leaf component: it imports no other hitrate package. The harness gets plain-di
 
 from hitrate.tools.base import (
     ApprovalHook,
+    Refusal,
     Tool,
     ToolArgs,
     ToolContext,
@@ -24,6 +25,7 @@ __all__ = [
     "ApprovalHook",
     "ConfinementPolicy",
     "IGNORED_DIR_NAMES",
+    "Refusal",
     "Sandbox",
     "SandboxError",
     "Tool",

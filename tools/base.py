@@ -22,13 +22,33 @@ from pydantic import BaseModel, ConfigDict, Field
 from hitrate.tools.confine import ConfinementPolicy
 from hitrate.tools.sandbox import Sandbox
 
+@dataclass(frozen=True)
+class Refusal:
+    """What an approval hook returns to refuse an action and tell the model why (the user's words
+    go back in the tool result). Falsy, like the plain False a hook may also return."""
+
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return False
+
+
 # Called before a tool changes anything (shell commands, file writes and edits) with the tool's
-# name and its validated arguments; returning False refuses the action.
-ApprovalHook = Callable[[str, dict[str, Any]], bool]
+# name and its validated arguments; returning False (or a Refusal) refuses the action.
+ApprovalHook = Callable[[str, dict[str, Any]], "bool | Refusal"]
 
 
 class ToolError(Exception):
     """A failure a tool reports to the model as an error result (not a crash of the harness)."""
+
+
+class ToolRefused(ToolError):
+    """The approval hook refused the action with a reason; the registry reports it as refused."""
+
+    def __init__(self, tool: str, reason: str) -> None:
+        super().__init__(f"{tool} was not approved by the user: {reason}")
+        self.tool = tool
+        self.reason = reason
 
 
 class ToolResult(BaseModel):
@@ -100,9 +120,14 @@ class ToolContext:
         return Sandbox(self.workspace)
 
     def approved(self, tool: str, args: BaseModel) -> bool:
+        """Ask the hook; a Refusal with a reason raises ToolRefused, so the reason reaches the
+        model without every tool having to carry it."""
         if self.approve is None:
             return True
-        return bool(self.approve(tool, args.model_dump(mode="json")))
+        verdict = self.approve(tool, args.model_dump(mode="json"))
+        if isinstance(verdict, Refusal) and verdict.reason.strip():
+            raise ToolRefused(tool, verdict.reason.strip())
+        return bool(verdict)
 
 
 class ToolArgs(BaseModel):
@@ -170,9 +195,10 @@ class Tool(ABC, Generic[ArgsT]):
         }
 
 
-def refused(tool: str) -> ToolResult:
+def refused(tool: str, reason: str = "") -> ToolResult:
+    because = f": {reason}" if reason else ""
     return ToolResult(
-        content=f"{tool} was not approved by the user; nothing was changed",
+        content=f"{tool} was not approved by the user{because}; nothing was changed",
         is_error=True,
-        metadata={"refused": True},
+        metadata={"refused": True, **({"reason": reason} if reason else {})},
     )

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pydantic import ValidationError
 
-from hitrate.tools.base import Tool, ToolContext, ToolError, ToolResult, canonical_json
+from hitrate.tools.base import Tool, ToolContext, ToolError, ToolRefused, ToolResult, canonical_json, refused
 from hitrate.tools.edit import EditFileTool
 from hitrate.tools.files import ReadFileTool, WriteFileTool
 from hitrate.tools.grep import GrepTool
@@ -116,6 +116,8 @@ class ToolRegistry:
             return _error(format_validation_error(name, exc), tool=name)
         try:
             result = tool.run(args, ctx)
+        except ToolRefused as exc:
+            return refused(name, exc.reason)
         except (SandboxError, ToolError) as exc:
             return _error(str(exc), tool=name)
         except Exception as exc:  # a tool bug must not end the agent's session

@@ -15,26 +15,31 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
+from rich.text import Text
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input
+from textual.widgets import Footer
 
-from hitrate.tools import UNCONFINED_SHELL, confinement_notice
+from hitrate.harness.checkpoints import CheckpointError, Checkpoints
+from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Permissions
+from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
-from hitrate.tui.cache_panel import CachePanel, summary_text
+from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.conversation import Conversation
-from hitrate.tui.dialogs import approval_screen
-from hitrate.tui.figures import SessionFigures, fmt_tokens
+from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
+from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
 from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
+from hitrate.tui.mentions import expand_mentions, mentioned_paths
 from hitrate.tui.messages import (
     ApprovalRequested,
     CallRecorded,
     CallStarting,
     EpochStarted,
     KeepAliveEnded,
+    Notice,
     StreamVoided,
     TextDelta,
     ToolFinished,
@@ -45,8 +50,6 @@ from hitrate.tui.prompt_input import InputHistory, PromptInput
 from hitrate.tui.status import StatusLine
 from hitrate.tui.ttl import PrefixClock
 
-#: Tools that change the workspace: asked about first when approvals are on.
-APPROVAL_TOOLS = frozenset({"shell", "write_file", "edit_file"})
 
 
 def utc_now() -> datetime:
@@ -57,9 +60,15 @@ class HitrateApp(CommandsMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "hitrate"
     ENABLE_COMMAND_PALETTE = False
+    #: Below 110 columns the cache panel takes its compact form (app.tcss, `cache_panel.NARROW`).
+    HORIZONTAL_BREAKPOINTS = [(0, NARROW), (110, "-wide")]
 
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel step"),
+        Binding("ctrl+c", "interrupt", "Cancel step", priority=True),
+        Binding("escape", "cancel", "Cancel step", show=False),
+        Binding("pageup", "scroll_conversation('up')", "Scroll up", show=False, priority=True),
+        Binding("pagedown", "scroll_conversation('down')", "Scroll down", show=False, priority=True),
+        Binding("ctrl+g", "external_editor", "Editor"),
         Binding("f1", "help", "Help"),
         Binding("f2", "show_cost", "Cost"),
         Binding("ctrl+b", "toggle_cache", "Cache panel"),
@@ -76,12 +85,21 @@ class HitrateApp(CommandsMixin, App[None]):
         workspace: Path | None = None,
         history: InputHistory | None = None,
         resumed: ResumedSession | None = None,
+        permissions: Permissions | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         """`clock` and `tick_s` exist so tests can freeze the TTL countdown (tick_s=None: no timer;
-        `tick()` then does what the timer would, keep-alive warm-ups included)."""
+        `tick()` then does what the timer would, keep-alive warm-ups included). `permissions`: the
+        allow / deny rules (`hitrate.harness.permissions`); None: none, every change is asked about.
+        `checkpoints`: snapshots of the workspace around each turn, for /undo (None: no /undo)."""
         super().__init__()
         self.link = link
         self.approvals = approvals
+        self.permissions = permissions or Permissions()
+        self.checkpoints = checkpoints
+        self.pending_notes: list[str] = []
+        """Said to the model with the next prompt, appended after it (an undo, an added file): a
+        new user block at the end, never a rewrite of what was already sent."""
         self.clock = clock
         self.tick_s = tick_s
         self.workspace = workspace
@@ -98,6 +116,8 @@ class HitrateApp(CommandsMixin, App[None]):
         self._cancel = threading.Event()
         self._history = history or InputHistory()
         self._resumed = resumed
+        self._queued: list[str] = []
+        """Prompts typed while the agent worked, sent in order as each turn ends."""
 
     # ---- layout ----------------------------------------------------------------------------
 
@@ -105,10 +125,11 @@ class HitrateApp(CommandsMixin, App[None]):
         with Horizontal(id="main"):
             yield Conversation(id="conversation")
             yield CachePanel(id="cache")
-        yield StatusLine("", id="status")
+        yield StatusLine(id="status")
         yield PromptInput(
             history=self._history,
-            placeholder="Ask the agent, or /help",
+            placeholder="Ask the agent (@file to include one), or /help",
+            workspace=self.workspace,
             id="prompt",
         )
         yield Footer()
@@ -143,13 +164,19 @@ class HitrateApp(CommandsMixin, App[None]):
         clock = self.prefix_clock.clock(now)
         decision = self.link.keepalive(now)
         shown = {"busy": self.busy, "warming": self.warming, "toggled": self.keepalive_toggled}
-        self.query_one(StatusLine).show(self.link.model_label, self.activity, totals, clock, status_segment(decision, now, **shown))
+        activity = self.activity + (f" · {len(self._queued)} queued" if self._queued else "")
+        self.query_one(StatusLine).show(self.link.model_label, activity, totals, clock, status_segment(decision, now, **shown))
         panel = self.cache_panel
         panel.show_summary(
-            summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd())
+            summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),
+                         compact=self.screen.has_class(NARROW))
         )
         panel.show_clock(clock)
         panel.show_keepalive(panel_line(decision, now, **shown))
+
+    def on_cache_panel_resized(self) -> None:
+        # Crossing the narrow breakpoint changes the panel's width and its summary's form.
+        self.refresh_figures()
 
     def tick(self) -> None:
         """Once a second: redraw the countdowns, and start a keep-alive warm-up when one is due."""
@@ -181,52 +208,128 @@ class HitrateApp(CommandsMixin, App[None]):
 
     # ---- input -----------------------------------------------------------------------------
 
-    @on(Input.Submitted, "#prompt")
-    async def on_prompt_submitted(self, event: Input.Submitted) -> None:
+    @on(PromptInput.Submitted, "#prompt")
+    async def on_prompt_submitted(self, event: PromptInput.Submitted) -> None:
         text = event.value
         if not text.strip():
             return
         prompt_box = self.query_one(PromptInput)
-        prompt_box.history.add(text)
+        prompt_box.prompt_history.add(text)
         prompt_box.value = ""
         if text.lstrip().startswith("/"):
             await self.run_command_line(text)
             return
         if self.busy:
-            self.notify("The agent is still working: wait, or press Esc to cancel the step.", severity="warning")
-            prompt_box.value = text
+            # Typing ahead is normal: the prompt waits for the step to end, then goes out.
+            self._queued.append(text)
+            await self.conversation.add_notice(
+                f"queued (sent when the agent stops; Ctrl-C cancels the step): {one_line(text)}"
+            )
+            self.refresh_figures()
             return
-        await self.conversation.add_user(text)
-        self.start_turn(text)
+        await self.send_prompt(text)
 
-    def start_turn(self, prompt: str) -> None:
+    async def send_prompt(self, text: str) -> None:
+        blocks: list[str] = []
+        if self.workspace is not None:
+            blocks, problems = expand_mentions(self.workspace, text)
+            if problems:
+                self.conversation.follow()
+                for problem in problems:
+                    await self.conversation.add_notice(f"not sent: {problem}", "error")
+                box = self.query_one(PromptInput)
+                if not box.value:
+                    box.value = text
+                return
+        await self.conversation.add_user(text)
+        self.conversation.follow()
+        if blocks:
+            await self.conversation.add_notice(f"with {len(blocks)} mentioned file(s): " + ", ".join(mentioned_paths(text)))
+        notes, self.pending_notes = self.pending_notes, []
+        # The prompt first, then what goes with it: all in the new user message at the end.
+        self.start_turn("\n\n".join([text, *notes, *blocks]), label=text)
+
+    @on(PromptInput.EditorFailed)
+    async def on_editor_failed(self, message: PromptInput.EditorFailed) -> None:
+        await self.conversation.add_notice(message.error, "error")
+
+    def start_turn(self, prompt: str, label: str = "") -> None:
+        """`label`: what the user typed (the checkpoint's name, for /undo); default the prompt."""
         self.busy = True
         self._turn_running = True
         self._cancel = threading.Event()
         self.set_activity("thinking…")
-        self._agent_turn(prompt, self._cancel)
+        self._agent_turn(prompt, self._cancel, label or prompt)
 
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
-    def _agent_turn(self, prompt: str, cancel: threading.Event) -> None:
+    def _agent_turn(self, prompt: str, cancel: threading.Event, label: str) -> None:
         # Runs off the event loop: it may only post messages.
+        before = self._checkpoint("begin")
         try:
             self.link.run_turn(prompt, self.post_message, cancel, self._approve_from_worker(cancel))
         except Exception as exc:  # the app must survive any agent failure and say what it was
             self.post_message(TurnEnded("failed", f"{type(exc).__name__}: {exc}"))
+        finally:
+            if before is not None:
+                self._checkpoint("end", before, label)
 
-    def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool]:
-        def approve(tool: str, args: dict[str, Any]) -> bool:
-            # An unconfined shell command is asked for even with approvals off (no OS sandbox).
-            if tool != UNCONFINED_SHELL and (not self.approvals or tool not in APPROVAL_TOOLS):
-                return True
-            reply: Future[bool] = Future()
+    def _checkpoint(self, step: str, before: str | None = None, label: str = "") -> str | None:
+        """(worker) Snapshot the workspace before / after a turn for /undo; a failure is reported
+        once and turns checkpoints off rather than stopping the agent."""
+        checkpoints = self.checkpoints
+        if checkpoints is None:
+            return None
+        try:
+            if step == "begin":
+                return checkpoints.begin()
+            checkpoints.end(before or "", label=label)
+        except CheckpointError as exc:
+            self.checkpoints = None
+            self.post_message(Notice(f"checkpoints are off, /undo will not work: {exc}", "warning"))
+        return None
+
+    def move_to_workspace(self, workspace: Path) -> None:
+        """Work in another folder (a resumed session's): mentions and checkpoints follow."""
+        self.workspace = workspace
+        self.query_one(PromptInput).workspace = workspace
+        if self.checkpoints is not None:
+            try:
+                self.checkpoints = Checkpoints(workspace, self.checkpoints.git_dir.parent)
+            except CheckpointError as exc:
+                self.checkpoints = None
+                self.notify(f"checkpoints are off, /undo will not work: {exc}", severity="warning")
+
+    @on(Notice)
+    async def on_notice(self, message: Notice) -> None:
+        await self.conversation.add_notice(message.text, message.kind)
+
+    def _approve_from_worker(self, cancel: threading.Event) -> Callable[[str, dict[str, Any]], bool | Refusal]:
+        """The approval hook of a turn: the permission rules decide, or the user is asked."""
+
+        def ask(tool: str, args: dict[str, Any]) -> bool | Refusal:
+            reply: Future[ApprovalAnswer] = Future()
             self.post_message(ApprovalRequested(tool, args, reply))
             while True:
                 try:
-                    return reply.result(timeout=0.1)
+                    answer = reply.result(timeout=0.1)
                 except FutureTimeout:
                     if cancel.is_set():
                         return False
+                    continue
+                return Refusal(answer.reason) if answer.choice == "deny" else True
+
+        asking = self.permissions.hook(ask)
+        # With approvals off nothing is asked, but a deny rule still refuses.
+        unattended = self.permissions.hook(lambda tool, args: True)
+
+        def approve(tool: str, args: dict[str, Any]) -> bool | Refusal:
+            if tool == UNCONFINED_SHELL:
+                # No OS sandbox confines it: a person who has seen the command decides, whatever
+                # the approval setting and the rules say.
+                return ask(tool, args)
+            if tool not in GUARDED_TOOLS:
+                return True
+            return (asking if self.approvals else unattended)(tool, args)
 
         return approve
 
@@ -289,12 +392,27 @@ class HitrateApp(CommandsMixin, App[None]):
     def on_approval_requested(self, message: ApprovalRequested) -> None:
         self.set_activity(f"awaiting approval: {message.tool}")
 
-        def answered(allowed: bool | None) -> None:
+        def answered(answer: ApprovalAnswer | None) -> None:
+            answer = answer or ApprovalAnswer(choice="deny")
+            if answer.rule is not None and answer.choice == "session":
+                self.permissions.allow_for_session(answer.rule)
+            elif answer.rule is not None and answer.choice == "always":
+                try:
+                    self.permissions.allow_always(answer.rule)
+                except (OSError, PermissionRuleError) as exc:
+                    self.permissions.allow_for_session(answer.rule)
+                    self.notify(f"could not keep {answer.rule} in the config file ({exc}); allowed for this session", severity="warning")
+                else:
+                    self.notify(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})")
             if not message.reply.done():
-                message.reply.set_result(bool(allowed))
-            self.set_activity(f"running {message.tool}…" if allowed else "thinking…")
+                message.reply.set_result(answer)
+            self.set_activity(f"running {message.tool}…" if answer.choice != "deny" else "thinking…")
 
-        self.push_screen(approval_screen(message.tool, message.args), answered)
+        rules = message.tool != UNCONFINED_SHELL  # an unconfined command is allowed once or not at all
+        self.push_screen(
+            ApprovalScreen(message.tool, message.args, can_save=rules and self.permissions.config is not None, offer_rules=rules),
+            answered,
+        )
 
     @on(TurnEnded)
     async def on_turn_ended(self, message: TurnEnded) -> None:
@@ -310,6 +428,8 @@ class HitrateApp(CommandsMixin, App[None]):
         elif message.outcome == "stopped":
             await self.conversation.add_notice(f"stopped: {message.detail}", "warning")
         self.set_activity("ready")
+        if self._queued and not self.busy:
+            await self.send_prompt(self._queued.pop(0))
 
     # ---- keys ------------------------------------------------------------------------------
 
@@ -319,8 +439,49 @@ class HitrateApp(CommandsMixin, App[None]):
         self._cancel.set()
         self.set_activity("cancelling…")
 
+    def action_interrupt(self) -> None:
+        """Ctrl-C, as in other agents: cancel the running step (and drop what was queued behind
+        it); when nothing runs, ask whether to quit."""
+        if self._turn_running:
+            dropped = len(self._queued)
+            self._queued.clear()
+            self.action_cancel()
+            if dropped:
+                self.notify(f"{dropped} queued prompt(s) dropped")
+            return
+        if isinstance(self.screen, ConfirmScreen):
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmScreen("Quit hitrate?", Text("Everything is already in the ledger."), yes="Quit", no="Stay"), answered)
+
+    def action_scroll_conversation(self, direction: str) -> None:
+        """PageUp / PageDown from the prompt box scroll the conversation; focus stays in the box."""
+        conversation = self.conversation
+        if direction == "up":
+            conversation.scroll_page_up(animate=False)
+        else:
+            conversation.scroll_page_down(animate=False)
+
+    def on_key(self, event: events.Key) -> None:
+        # Whatever has focus (a tool panel after Tab, the conversation after a click), typed text
+        # belongs in the prompt box.
+        prompt_box = self.query_one(PromptInput)
+        if self.screen is not self.screen_stack[0] or self.focused is prompt_box:
+            return
+        if event.is_printable and event.character:
+            event.stop()
+            prompt_box.focus()
+            prompt_box.insert_at_cursor(event.character)
+
     def action_toggle_cache(self) -> None:
         self.cache_panel.toggle_class("-hidden")
+
+    def action_external_editor(self) -> None:
+        self.query_one(PromptInput).action_external_editor()
 
     async def action_help(self) -> None:
         await self.run_command_line("/help")

@@ -1,4 +1,5 @@
-"""Slash commands of the app: /model, /cost, /clear, /resume, /approve, /keepalive, /help, /quit.
+"""Slash commands of the app: /model, /cost, /clear, /resume, /add, /undo, /approve, /keepalive,
+/init, /help, /quit, and the Markdown commands of `hitrate.tui.custom_commands`.
 
 They run on the app's event loop, between turns, and change widgets directly (they are user
 actions, not agent output).
@@ -6,24 +7,33 @@ actions, not agent output).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 
-from hitrate.tui.commands import CommandError, help_markdown, parse_command
+from hitrate.harness.checkpoints import CheckpointError
+from hitrate.tui.cache_panel import NARROW
+from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_markdown, parse_command
+from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
 from hitrate.tui.dialogs import ConfirmScreen
-from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd
-from hitrate.tui.keepalive_view import keepalive_markdown
+from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd, one_line
+from hitrate.tui.keepalive_view import decision_text, keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
+from hitrate.tui.mentions import MentionError, file_block
 from hitrate.tui.messages import ModelSwitched
 
 if TYPE_CHECKING:
     from hitrate.tui.app import HitrateApp
 
 _KEYS = [
-    ("enter", "send the prompt (or run the /command)"),
-    ("up / down", "walk through earlier prompts"),
+    ("enter", "send the prompt (or run the /command); while the agent works, it is queued"),
+    ("ctrl+j / shift+enter", "new line in the prompt (shift+enter only where the terminal reports it)"),
+    ("ctrl+g", "edit the prompt in $VISUAL / $EDITOR"),
+    ("up / down", "walk through earlier prompts (from the first / last line of the prompt)"),
+    ("pageup / pagedown", "scroll the conversation"),
+    ("ctrl+c", "cancel the current step; when idle, asks whether to quit"),
     ("esc", "cancel the current step (what was recorded stays recorded)"),
     ("f1", "this help"),
     ("f2", "session cost (/cost)"),
@@ -32,21 +42,28 @@ _KEYS = [
 ]
 
 #: Commands that would disturb a turn in progress.
-_IDLE_ONLY = {"model", "clear", "resume"}
+_IDLE_ONLY = {"model", "clear", "resume", "undo"}
 
 
-def cost_markdown(figures: SessionFigures) -> str:
-    """The /cost report: buckets, the Σ-hit ratio, cost, and every miss with its price."""
+def cost_markdown(figures: SessionFigures, *, compact: bool = False) -> str:
+    """The /cost report: buckets, the Σ-hit ratio, cost, and every miss with its price. Compact (a
+    narrow screen): the same figures as a list, since eight table columns do not fit 50 cells."""
     t = figures.totals()
     unknown = ", ".join(f"{b} in {n}" for b, n in t.unknown.items() if b != "reasoning")
-    lines = [
-        "**Session cost**",
-        "",
-        "| calls | cache read | cache write | fresh input | output | Σ-hit ratio | calls with a hit | cost |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {t.calls} | {fmt_tokens(t.cache_read)} | {fmt_tokens(t.cache_write_total)} | {fmt_tokens(t.fresh_input)} "
-        f"| {fmt_tokens(t.output)} | {fmt_ratio(t.hit_ratio)} | {fmt_ratio(t.calls_with_hit_share)} | {fmt_usd(t.cost_usd)} |",
+    figures_row = [
+        ("calls", str(t.calls)), ("cache read", fmt_tokens(t.cache_read)), ("cache write", fmt_tokens(t.cache_write_total)),
+        ("fresh input", fmt_tokens(t.fresh_input)), ("output", fmt_tokens(t.output)), ("Σ-hit ratio", fmt_ratio(t.hit_ratio)),
+        ("calls with a hit", fmt_ratio(t.calls_with_hit_share)), ("cost", fmt_usd(t.cost_usd)),
     ]
+    lines = ["**Session cost**", ""]
+    if compact:
+        lines += [f"- {name}: **{value}**" for name, value in figures_row]
+    else:
+        lines += [
+            "| " + " | ".join(name for name, _ in figures_row) + " |",
+            "|" + "---:|" * len(figures_row),
+            "| " + " | ".join(value for _, value in figures_row) + " |",
+        ]
     if t.unpriced_calls:
         lines += ["", f"{t.unpriced_calls} call(s) have no price and are not in the cost."]
     if unknown:
@@ -73,22 +90,84 @@ class CommandsMixin:
     """Mixed into HitrateApp."""
 
     async def run_command_line(self: "HitrateApp", text: str) -> None:
+        name = command_name(text)
+        custom = load_commands(self.workspace, reserved=frozenset(COMMANDS))
+        if name in custom:
+            # A Markdown command is a prompt: it is sent (or queued) like one, as the user typed it.
+            prompt = custom[name].prompt(text.strip()[1 + len(name):].strip())
+            if self.busy:
+                self._queued.append(prompt)
+                await self.conversation.add_notice(f"queued /{name} (sent when the agent stops)")
+            else:
+                await self.send_prompt(prompt)
+            return
         try:
-            command = parse_command(text)
+            command = parse_command(text, custom)
         except CommandError as exc:
+            self.conversation.follow()
             await self.conversation.add_notice(str(exc), "error")
             return
         if self.busy and command.name in _IDLE_ONLY:
             await self.conversation.add_notice(f"/{command.name} waits until the agent stops (Esc cancels the step)", "warning")
             return
         handler = getattr(self, f"_command_{command.name}")
+        # A command's output is what the user asked to see: bring the view down to it.
+        self.conversation.follow()
         await handler(command.arg)
 
     async def _command_help(self: "HitrateApp", arg: str) -> None:
-        await self.conversation.add_markdown(help_markdown(_KEYS))
+        custom = load_commands(self.workspace, reserved=frozenset(COMMANDS))
+        await self.conversation.add_markdown(help_markdown(_KEYS, {n: c.description for n, c in custom.items()}))
+
+    async def _command_init(self: "HitrateApp", arg: str) -> None:
+        if self.busy:
+            self._queued.append(INIT_PROMPT)
+            await self.conversation.add_notice("queued /init (sent when the agent stops)")
+            return
+        await self.send_prompt(INIT_PROMPT)
 
     async def _command_cost(self: "HitrateApp", arg: str) -> None:
-        await self.conversation.add_markdown(cost_markdown(self.figures))
+        await self.conversation.add_markdown(cost_markdown(self.figures, compact=self.screen.has_class(NARROW)))
+
+    async def _command_add(self: "HitrateApp", arg: str) -> None:
+        if self.workspace is None:
+            await self.conversation.add_notice("/add needs a workspace", "error")
+            return
+        for path in arg.split():
+            try:
+                block = file_block(self.workspace, path.removeprefix("@"))
+            except MentionError as exc:
+                await self.conversation.add_notice(str(exc), "error")
+                continue
+            self.pending_notes.append(block)
+            lines = block.count("\n") - 1
+            await self.conversation.add_notice(f"{path} ({lines} lines) will be sent with your next prompt")
+
+    async def _command_undo(self: "HitrateApp", arg: str) -> None:
+        if self.checkpoints is None:
+            await self.conversation.add_notice("/undo is not available: no checkpoints are being taken", "error")
+            return
+        try:
+            result = self.checkpoints.undo()
+        except CheckpointError as exc:
+            await self.conversation.add_notice(f"/undo failed: {exc}", "error")
+            return
+        if result is None:
+            await self.conversation.add_notice("nothing to undo: no turn of this sitting changed a file")
+            return
+        parts = []
+        if result.restored:
+            parts.append("restored " + ", ".join(result.restored))
+        if result.removed:
+            parts.append("removed " + ", ".join(result.removed))
+        if result.skipped:
+            parts.append("left alone (changed again since): " + ", ".join(result.skipped))
+        done = "; ".join(parts)
+        await self.conversation.add_notice(f"undid the turn “{one_line(result.label, 40)}”: {done}")
+        if result.restored or result.removed:
+            # The model's picture of the files is now stale: tell it with the next prompt (an
+            # appended block; the history it already has stays byte-identical).
+            self.pending_notes.append(f"[The user undid the file changes of an earlier turn: {done}.]")
 
     async def _command_quit(self: "HitrateApp", arg: str) -> None:
         self.exit()
@@ -109,7 +188,7 @@ class CommandsMixin:
             elif decision.action == "skip":
                 await self.conversation.add_notice(f"keep-alive on, but nothing will be warmed now: {decision.reason}")
             else:
-                await self.conversation.add_notice(f"keep-alive on: {decision.render(self.clock())}")
+                await self.conversation.add_notice(f"keep-alive on: {decision_text(decision, self.clock())}")
             self.refresh_figures()
             return
         now = self.clock()
@@ -202,7 +281,10 @@ class CommandsMixin:
         await self.conversation.add_markdown("\n".join(lines))
 
     async def show_resumed(self: "HitrateApp", resumed: ResumedSession) -> None:
-        """Put a resumed session back on screen: its transcript, then its calls and figures."""
+        """Put a resumed session back on screen: its transcript, then its calls and figures; and
+        work where it worked (its workspace, for mentions and /undo)."""
+        if resumed.workspace is not None and (self.workspace is None or Path(resumed.workspace) != self.workspace):
+            self.move_to_workspace(Path(resumed.workspace))
         await self.conversation.clear()
         await self.cache_panel.clear_calls()
         self.figures.clear()
@@ -220,7 +302,10 @@ class CommandsMixin:
             if figure.error is None and figure.model == self.link.model:
                 self.prefix_clock.observe(figure.started_at, figure.usage)
             await self.cache_panel.add_call(figure)
+        for note in resumed.notes:
+            await self.conversation.add_notice(note, "warning")
+        where = f" in {self.workspace}" if self.workspace is not None else ""
         await self.conversation.add_notice(
-            f"resumed session {resumed.session_id} ({len(resumed.calls)} calls) on {self.link.model_label}"
+            f"resumed session {resumed.session_id} ({len(resumed.calls)} calls) on {self.link.model_label}{where}"
         )
         self.refresh_figures()

@@ -5,13 +5,17 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
 from hitrate.store.cost import UsageTotals
-from hitrate.tui.figures import CallFigure, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
+from hitrate.tui.figures import CallFigure, error_line, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
 from hitrate.tui.ttl import CacheClock
+
+#: The screen class of the app's narrow horizontal breakpoint (`HitrateApp.HORIZONTAL_BREAKPOINTS`).
+NARROW = "-narrow"
 
 PART_LETTERS = {"read": "R", "write": "W", "fresh": "F", "output": "O", "unsplit": "prompt"}
 #: Parts drawn in another part's colour.
@@ -49,8 +53,14 @@ class BarLegend(_BarColours):
         return text
 
 
+def is_compact(widget: Widget) -> bool:
+    """The panel is in its compact form on a narrow screen (the app's horizontal breakpoint)."""
+    return widget.screen.has_class(NARROW)
+
+
 class CallBar(_BarColours):
-    """One call: a read / write / fresh / output bar, its cost, its counts, and why it missed."""
+    """One call: a read / write / fresh / output bar, its cost, its counts, and why it missed.
+    Compact (narrow screen): one line, the bar, a ✗ for a miss or a failure, and the cost."""
 
     def __init__(self, figure: CallFigure) -> None:
         super().__init__(
@@ -62,10 +72,13 @@ class CallBar(_BarColours):
     def render(self) -> Text:
         fig = self.figure
         parts = bar_parts(fig.usage)
+        compact = is_compact(self)
         head = f"#{fig.number} "
         cost = f" {fmt_usd(fig.cost_usd)}"
         unknown = [p for p, n in parts.items() if n is None]
         marker = "?" if unknown else ""
+        if compact and (fig.missed or fig.error):
+            marker += "✗"
         width = max(4, self.size.width - len(head) - len(cost) - len(marker))
         text = Text(head, style=self._style("dim"))
         used = 0
@@ -77,25 +90,38 @@ class CallBar(_BarColours):
         elif used < width:
             text.append(" " * (width - used))
         if marker:
-            text.append(marker, style=self._style("unknown"))
+            text.append(marker, style=self._style("miss" if compact and marker.endswith("✗") else "unknown"))
         text.append(cost)
+        if compact:
+            return text
         counts = "  ".join(f"{PART_LETTERS[p]} {fmt_tokens(n)}" for p, n in parts.items())
         # A warm-up is not an agent step: it only kept the cached prefix alive.
         label = "keep-alive · " if fig.keepalive else ""
         text.append(f"\n   {label}{counts}", style=self._style("dim"))
         if fig.error:
-            text.append(f"\n   ✗ failed: {fig.error.splitlines()[0][:60]}", style=self._style("miss"))
+            text.append(f"\n   ✗ {error_line(fig.error)[:60]}", style=self._style("miss"))
         elif fig.missed:
             extra = f" · +{fmt_usd(fig.miss_cost_usd)}" if fig.miss_cost_usd is not None else ""
             text.append(f"\n   ✗ {fig.miss_reason}{extra}", style=self._style("miss"))
         return text
 
     def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+        if is_compact(self):
+            return 1
         return 3 if (self.figure.missed or self.figure.error) else 2
 
 
-def summary_text(model_label: str, backend: str, totals: UsageTotals, misses: int, miss_cost: float | None) -> str:
-    """The session figures at the top of the panel."""
+def summary_text(
+    model_label: str, backend: str, totals: UsageTotals, misses: int, miss_cost: float | None, *, compact: bool = False
+) -> str:
+    """The session figures at the top of the panel; compact: what fits a narrow column (the
+    buckets and the model are on the status line and in /cost)."""
+    if compact:
+        lines = [f"Σhit {fmt_ratio(totals.hit_ratio)} · {totals.calls} call" + ("" if totals.calls == 1 else "s"),
+                 f"cost {fmt_usd(totals.cost_usd)}"]
+        if misses:
+            lines.append(f"misses {misses}" + (f" +{fmt_usd(miss_cost)}" if miss_cost is not None else ""))
+        return "\n".join(lines)
     lines = [
         f"{backend} · {model_label}",
         f"calls {totals.calls}   Σhit {fmt_ratio(totals.hit_ratio)}",
@@ -114,7 +140,7 @@ class CacheClockView(Static):
     def show(self, clock: CacheClock) -> None:
         for state in ("warm", "expiring", "cold", "unknown"):
             self.set_class(clock.state == state, f"-{state}")
-        self.update(Text(f"● cache {clock.render()}"))
+        self.update(Text(f"● {clock.render()}" if is_compact(self) else f"● cache {clock.render()}"))
 
 
 class KeepAliveView(Static):
@@ -129,6 +155,9 @@ class KeepAliveView(Static):
 class CachePanel(Vertical):
     """Docked beside the conversation: session summary, the TTL clock, a legend and the calls."""
 
+    class Resized(Message):
+        """The panel changed width (it does at the narrow breakpoint): its text needs redrawing."""
+
     def compose(self) -> ComposeResult:
         yield Static("Cache", id="cache-title")
         yield Static("", id="cache-summary")
@@ -140,6 +169,11 @@ class CachePanel(Vertical):
     def on_mount(self) -> None:
         # The newest call stays in view unless the user scrolls back through older ones.
         self.query_one("#cache-calls", VerticalScroll).anchor()
+
+    def on_resize(self) -> None:
+        for bar in self.query(CallBar):
+            bar.refresh(layout=True)
+        self.post_message(self.Resized())
 
     def show_summary(self, text: str) -> None:
         self.query_one("#cache-summary", Static).update(Text(text))

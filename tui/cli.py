@@ -61,6 +61,11 @@ def tui_command(
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Continue this session (its id from /resume or `hitrate ledger`)."),
     approve: bool = typer.Option(True, "--approve/--no-approve", help="Ask before shell commands and file writes."),
+    permissions: Optional[str] = typer.Option(
+        None, "--permissions",
+        help="ask, allow or deny: what happens to a shell command or file change that no rule in the config "
+        "file's [permissions] allow / deny lists matches. Default: the file's `default`, else ask.",
+    ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls per prompt."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
@@ -77,14 +82,23 @@ def tui_command(
     # Imported here so `hitrate --help` stays quick: Textual and the provider SDKs are only loaded
     # for this command.
     from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.defaults import default_model
+    from hitrate.harness.checkpoints import CheckpointError, Checkpoints
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.keepalive import KeepAliveConfig
     from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.permissions import Permissions, PermissionRuleError
     from hitrate.harness.session import SessionConfig
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
+    if permissions not in (None, "ask", "allow", "deny"):
+        _fail(f"--permissions must be ask, allow or deny, not {permissions!r}")
+    try:
+        rules = Permissions.load(config_path(), default=permissions)  # type: ignore[arg-type]
+    except PermissionRuleError as exc:
+        _fail(str(exc))
     stored_spec: str | None = None
+    keep_workspace = workspace is not None
     if resume is not None:
         resume, stored_spec, stored_workspace = _resumable(db, resume)
         if workspace is None and stored_workspace is not None:
@@ -110,10 +124,15 @@ def tui_command(
         resumed = None
         if resume is not None:
             try:
-                resumed = link.resume(resume)
+                resumed = link.resume(resume, keep_model=model is not None, keep_workspace=keep_workspace)
             except (KeyError, ValueError) as exc:
                 _fail(str(exc.args[0] if exc.args else exc))
-        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed)
+        try:
+            checkpoints: Checkpoints | None = Checkpoints(ws)
+        except CheckpointError as exc:
+            typer.echo(f"warning: {exc}", err=True)
+            checkpoints = None
+        app = HitrateApp(link, approvals=approve, workspace=ws, resumed=resumed, permissions=rules, checkpoints=checkpoints)
         app.run()
     finally:
         link.close()

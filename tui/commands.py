@@ -6,11 +6,12 @@ command, so a typo is reported instead of being sent to the model as a prompt.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "quit"]
+CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "quit"]
 
 
 class CommandError(ValueError):
@@ -46,19 +47,36 @@ COMMANDS: dict[str, CommandHelp] = {
         summary="warm an idle session's cached prefix before it expires, when that is expected to pay; "
         "without an argument, what the warmer will do and why",
     ),
+    "add": CommandHelp(
+        usage="/add FILE [FILE …]",
+        summary="send these workspace files with your next prompt (as `@path` in a prompt does), appended "
+        "after it: the history already sent, and its cache, stay as they are",
+    ),
+    "undo": CommandHelp(
+        usage="/undo",
+        summary="put back the files the last turn changed (created, edited, deleted; by tools or shell commands); "
+        "again for the turn before. Your own git history and index are never touched",
+    ),
+    "init": CommandHelp(usage="/init", summary="ask the agent to write (or improve) AGENTS.md for this project"),
     "help": CommandHelp(usage="/help", summary="this list"),
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
 }
 
-_TAKES_ARG = {"model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
+_TAKES_ARG = {"add": "required", "model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
 
 
 def is_command(text: str) -> bool:
     return text.lstrip().startswith("/")
 
 
-def parse_command(text: str) -> Command:
-    """Parse "/name [arg]". Raises CommandError for unknown names and missing or extra args."""
+def command_name(text: str) -> str:
+    """The lower-cased name of a "/name [arg]" line."""
+    return text.strip()[1:].partition(" ")[0].lower()
+
+
+def parse_command(text: str, custom: Collection[str] = ()) -> Command:
+    """Parse "/name [arg]". Raises CommandError for unknown names and missing or extra args;
+    `custom`: the names of Markdown commands, listed in the error as known too."""
     stripped = text.strip()
     if not stripped.startswith("/"):
         raise CommandError(f"{text!r} is not a command (commands start with /)")
@@ -66,7 +84,7 @@ def parse_command(text: str) -> Command:
     name = head.lower()
     arg = rest.strip()
     if name not in COMMANDS:
-        known = ", ".join(f"/{n}" for n in COMMANDS)
+        known = ", ".join(f"/{n}" for n in [*COMMANDS, *sorted(custom)])
         raise CommandError(f"unknown command /{head}; known: {known}")
     need = _TAKES_ARG.get(name)
     if need == "required" and not arg:
@@ -86,10 +104,13 @@ def _markdown_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace("<", "\\<").replace(">", "\\>")
 
 
-def help_markdown(key_help: list[tuple[str, str]]) -> str:
-    """The /help text as markdown: commands, then keys."""
+def help_markdown(key_help: list[tuple[str, str]], custom: Mapping[str, str] | None = None) -> str:
+    """The /help text as markdown: commands, custom commands (name -> description), then keys."""
     lines = ["**Commands**", ""]
     lines += [f"- `{h.usage}` — {_markdown_text(h.summary)}" for h in COMMANDS.values()]
+    if custom:
+        lines += ["", "**Your commands** (Markdown files in .hitrate/commands/ and the user config folder)", ""]
+        lines += [f"- `/{name} [args]` — {_markdown_text(what)}" for name, what in sorted(custom.items())]
     lines += ["", "**Keys**", ""]
     lines += [f"- `{key}` — {_markdown_text(what)}" for key, what in key_help]
     return "\n".join(lines)

@@ -25,7 +25,7 @@ class NoticeLine(Static):
     """A line from hitrate itself: epochs, cancellations, command output."""
 
 
-class Conversation(VerticalScroll):
+class Conversation(VerticalScroll, can_focus=False):
     """Anchored to the bottom: follows the newest content until the user scrolls up to read,
     and follows again once they scroll back down (Textual's anchor)."""
 
@@ -36,6 +36,11 @@ class Conversation(VerticalScroll):
         self._tools: dict[str, ToolPanel] = {}
 
     def on_mount(self) -> None:
+        self.anchor()
+
+    def follow(self) -> None:
+        """Follow the newest output again (after the user scrolled up, a new prompt brings the
+        view back down, as it does in a terminal)."""
         self.anchor()
 
     async def _add(self, widget: Widget) -> None:

@@ -1,9 +1,12 @@
-"""Modal questions: approve a tool action, confirm a model switch."""
+"""Modal questions: approve a tool action (once, for the session, always, or deny with a reason),
+confirm a model switch."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from rich.console import RenderableType
 from rich.syntax import Syntax
@@ -12,7 +15,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Input, Static
+
+from hitrate.harness.permissions import Rule, prefix_rule
 
 from hitrate.tui.tool_panel import args_text, cut_lines
 
@@ -75,5 +80,103 @@ def approval_body(tool: str, args: dict[str, Any]) -> RenderableType:
     return Text(args_text(args))
 
 
-def approval_screen(tool: str, args: dict[str, Any]) -> ConfirmScreen:
-    return ConfirmScreen(f"Allow {tool}?", approval_body(tool, args), yes="Allow", no="Deny", kind="approval")
+#: How the dialog names the config file the "always" rules go to.
+CONFIG_NAME = "config.toml"
+
+
+class ApprovalAnswer(BaseModel):
+    """The user's answer to an approval question."""
+
+    model_config = ConfigDict(frozen=True)
+
+    choice: Literal["once", "session", "always", "deny"]
+    rule: Rule | None = None
+    """The rule allowed for the session (or kept in the config file, for "always")."""
+    reason: str = ""
+    """Why the user denied it: sent back to the model in the tool result."""
+
+
+def session_rule(tool: str, args: dict[str, Any]) -> Rule:
+    """What "allow for this session" allows: commands with this prefix for the shell (every call
+    when the command has no safe prefix is not offered), the tool itself for file writes and edits."""
+    if tool == "shell":
+        rule = prefix_rule(str(args.get("command", "")))
+        if rule is not None:
+            return rule
+    return Rule(tool=tool)
+
+
+class ApprovalScreen(ModalScreen[ApprovalAnswer]):
+    """Allow once (y), for this session (a), always, kept in the config file (s), or deny (n), with
+    a reason typed into the box that opens (Enter sends it; empty is a plain denial)."""
+
+    BINDINGS = [
+        Binding("y", "answer('once')", "Allow once"),
+        Binding("a", "answer('session')", "Allow for the session"),
+        Binding("s", "answer('always')", "Always allow (config file)"),
+        Binding("n", "deny", "Deny"),
+        Binding("escape", "deny_now", "Deny"),
+    ]
+
+    def __init__(self, tool: str, args: dict[str, Any], *, can_save: bool = True, offer_rules: bool = True) -> None:
+        """`offer_rules` False: only once or deny (a command no sandbox confines)."""
+        super().__init__(classes="dialog-screen -approval")
+        self.tool = tool
+        self.args = args
+        self.rule = session_rule(tool, args)
+        self.offer_rules = offer_rules
+        self.can_save = can_save and offer_rules
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(f"Allow {self.tool}?", id="dialog-title")
+            yield Static(approval_body(self.tool, self.args), id="dialog-body")
+            if self.offer_rules:
+                always = f" · always (kept in {CONFIG_NAME}): s" if self.can_save else ""
+                yield Static(f"for this session, {self.rule}: a{always} · deny with a reason: n", id="dialog-rule")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Once (y)", id="once", variant="primary", compact=True)
+                if self.offer_rules:
+                    yield Button("Session (a)", id="session", compact=True)
+                if self.can_save:
+                    yield Button("Always (s)", id="always", compact=True)
+                yield Button("Deny (n)", id="deny", variant="error", compact=True)
+            yield Input(placeholder="why not? (the model reads it; Enter denies)", id="deny-reason")
+
+    def on_mount(self) -> None:
+        self.query_one("#deny-reason", Input).display = False
+        self.query_one("#once", Button).focus()
+
+    def _answer(self, choice: str, reason: str = "") -> None:
+        rule = self.rule if choice in ("session", "always") else None
+        self.dismiss(ApprovalAnswer(choice=choice, rule=rule, reason=reason))  # type: ignore[arg-type]
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "deny":
+            self.action_deny()
+        else:
+            self._answer(str(event.button.id))
+
+    def action_answer(self, choice: str) -> None:
+        if (choice == "always" and not self.can_save) or (choice == "session" and not self.offer_rules):
+            return
+        if not self._asking_reason:
+            self._answer(choice)
+
+    @property
+    def _asking_reason(self) -> bool:
+        return bool(self.query_one("#deny-reason", Input).display)
+
+    def action_deny(self) -> None:
+        box = self.query_one("#deny-reason", Input)
+        box.display = True
+        box.focus()
+
+    def action_deny_now(self) -> None:
+        box = self.query_one("#deny-reason", Input)
+        self._answer("deny", box.value.strip() if box.display else "")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._answer("deny", event.value.strip())

@@ -103,9 +103,10 @@ def fmt_tokens(n: int | None) -> str:
 
 
 def fmt_usd(value: float | None) -> str:
-    """Dollars with enough digits for sub-cent calls; None -> "$?"."""
+    """Dollars with enough digits for sub-cent calls; None (a model without a price, such as the
+    local engine or a self-hosted server) -> "no price", never a made-up $0."""
     if value is None:
-        return "$?"
+        return "no price"
     if value == 0:
         return "$0"
     if abs(value) < 0.01:
@@ -174,3 +175,19 @@ def bar_cells(parts: dict[str, int | None], width: int) -> list[tuple[str, int]]
                 floors[widest] -= 1
                 floors[name] = 1
     return [(name, floors[name]) for name, _ in known if floors[name] > 0]
+
+
+def error_line(error: str) -> str:
+    """The first line of a call's error, with a repeated reason said once
+    ("cancelled: cancelled" -> "cancelled")."""
+    first = error.splitlines()[0] if error else ""
+    parts = [p.strip() for p in first.split(": ")]
+    kept = [p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1]]
+    return ": ".join(kept)
+
+
+def one_line(text: str, limit: int = 60) -> str:
+    """The first line of `text`, cut to `limit`, with … when anything was left out."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = " …" if len(first) > limit or "\n" in text.strip() else ""
+    return first[:limit] + more

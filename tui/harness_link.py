@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
 from hitrate.harness.interruptible import Cancelled
 from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, KeepAliveDecision
-from hitrate.harness.resume import SessionNotResumable, resumable_sessions
+from hitrate.harness.resume import SessionNotResumable, load_session, resumable_sessions
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig, SessionInputs
 from hitrate.harness.wire.types import CallError
@@ -223,22 +223,54 @@ class HarnessLink:
             for s in found
         ]
 
-    def resume(self, session_id: str) -> ResumedSession:
-        """Continue `session_id` from the ledger on the current model, in this workspace."""
-        with self._session_free():
+    def resume(self, session_id: str, *, keep_model: bool = False, keep_workspace: bool = False) -> ResumedSession:
+        """Continue `session_id` from the ledger where it left off: on the model it last used (its
+        cache entries are that model's) and in its workspace (its files), unless told to keep the
+        current ones (`hitrate tui --resume` with an explicit --model / --workspace). When the model
+        cannot be used now (no key, no server) or the folder is gone, the current one is kept and a
+        note says so."""
+        if not session_id or any(c not in _SESSION_ID_CHARS for c in session_id):
+            raise KeyError(f"{session_id!r} is not a session id (ids are hex digits; /resume lists them)")
+        notes: list[str] = []
+        try:
+            stored = load_session(self.ledger, session_id)
+        except SessionNotResumable:
+            raise
+        spec = stored.stored.model_spec or stored.record.model_spec
+        route = self.session.route
+        new_route: Route | None = None
+        if spec and spec != route.label and not keep_model:
             try:
-                session = Session.resume(self.ledger, session_id, self.session.route, self.workspace,
+                new_route = self.router.resolve(spec)
+                route = new_route
+            except ValueError as exc:
+                notes.append(f"its model {spec} cannot be used now ({exc}); resumed on {route.label}")
+        workspace = self.workspace
+        recorded = stored.record.workspace
+        if recorded and Path(recorded).resolve() != self.workspace and not keep_workspace:
+            if Path(recorded).is_dir():
+                workspace = Path(recorded).resolve()
+            else:
+                notes.append(f"its workspace {recorded} is gone; resumed in {self.workspace}")
+        try:
+            with self._session_free():
+                session = Session.resume(self.ledger, session_id, route, workspace,
                                          config=self.session_config, **self._session_kwargs())
-            except SessionNotResumable:
-                if not session_id or any(c not in _SESSION_ID_CHARS for c in session_id):
-                    raise KeyError(f"{session_id!r} is not a session id (ids are hex digits; /resume lists them)") from None
-                raise
-            self.session = session
+                old = self.session
+                self.session = session
+        except BaseException:
+            if new_route is not None:
+                new_route.close()
+            raise
+        if old.route is not session.route:
+            old.route.close()
+        self.workspace = workspace
         figures = [
             figure_from_record(record, n, epoch=session.epoch_of_call.get(record.id, 0))
             for n, (_, record) in enumerate(session.records, start=1)
         ]
-        return ResumedSession(session_id=session_id, items=replay_items(session.transcript), calls=figures)
+        return ResumedSession(session_id=session_id, items=replay_items(session.transcript), calls=figures,
+                              workspace=str(workspace), notes=notes)
 
     def close(self) -> None:
         """Release the backend (a local engine stops) and close the ledger."""

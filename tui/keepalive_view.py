@@ -15,6 +15,14 @@ from hitrate.harness.keepalive import KeepAliveDecision, format_clock
 from hitrate.tui.figures import SessionFigures, fmt_tokens, fmt_usd
 
 
+def decision_text(decision: KeepAliveDecision, now: datetime) -> str:
+    """What the warmer will do, worded for the app: a warmer that is on but finds nothing worth
+    warming says "not warming", not "off" (which only the user's switch means)."""
+    if decision.action == "skip":
+        return f"not warming: {decision.reason}"
+    return decision.render(now)
+
+
 def _shown(decision: KeepAliveDecision, *, busy: bool, warming: bool, toggled: bool) -> bool:
     if warming:
         return True
@@ -29,7 +37,7 @@ def panel_line(decision: KeepAliveDecision, now: datetime, *, busy: bool, warmin
         return None
     if warming:
         return "keep-alive: warming the cached prefix…"
-    return f"keep-alive: {decision.render(now)}"
+    return f"keep-alive: {decision_text(decision, now)}"
 
 
 def status_segment(decision: KeepAliveDecision, now: datetime, *, busy: bool, warming: bool, toggled: bool) -> str | None:
@@ -50,9 +58,10 @@ def status_segment(decision: KeepAliveDecision, now: datetime, *, busy: bool, wa
 
 def keepalive_markdown(decision: KeepAliveDecision, now: datetime, *, enabled: bool, figures: SessionFigures) -> str:
     """The `/keepalive` report: the switch, what the warmer will do and the figures behind it."""
-    lines = [f"**Keep-alive** is {'on' if enabled else 'off'} (`/keepalive on|off`): {decision.render(now)}", ""]
+    lines = [f"**Keep-alive** is {'on' if enabled else 'off'} (`/keepalive on|off`): {decision_text(decision, now)}", ""]
     if decision.expires_at is not None:
-        lines.append(f"- cached prefix: {decision.ttl_label} entry, gone at {decision.expires_at:%H:%M:%S} UTC without a warm-up"
+        tier = f"{decision.ttl_label} entry, " if decision.ttl_label else ""
+        lines.append(f"- cached prefix: {tier}gone at {decision.expires_at:%H:%M:%S} UTC without a warm-up"
                      + (f"; warm-up due at {decision.warm_at:%H:%M:%S} UTC" if decision.warm_at is not None else ""))
     if decision.saving_if_back_usd is not None:
         lines += [

@@ -62,6 +62,10 @@ class ResumedSession(BaseModel):
     session_id: str
     items: list[ReplayItem]
     calls: list[CallFigure]
+    workspace: str | None = None
+    """Where the resumed session works (the one it recorded, when that folder still exists)."""
+    notes: list[str] = []
+    """What could not be restored as recorded, and what was done instead."""
 
 
 class AgentLink(Protocol):
@@ -97,8 +101,9 @@ class AgentLink(Protocol):
 
     def recent_sessions(self, limit: int = 10) -> list[SessionInfo]: ...
 
-    def resume(self, session_id: str) -> ResumedSession:
-        """Continue session `session_id` from the ledger; raise KeyError if there is none."""
+    def resume(self, session_id: str, *, keep_model: bool = False, keep_workspace: bool = False) -> ResumedSession:
+        """Continue session `session_id` from the ledger, on the model and in the workspace it last
+        used (unless told to keep the current ones); raise KeyError if there is none."""
 
     def keepalive(self, now: datetime) -> KeepAliveDecision:
         """Whether to warm the cached prefix at `now`, and why (`hitrate.harness.keepalive`)."""
@@ -177,7 +182,13 @@ def estimate_switch(
     zero = dict.fromkeys(BUCKETS, 0)
     stay = cost(Usage(**{**zero, "cache_read": prefix}), from_model, at, prices).total
     entry = None if to_provider in ("local", "openai-compat") else prices.find(to_model)
-    if entry is not None and entry.writes_billed and entry.write_ttls:
+    minimum = entry.min_cacheable_tokens if entry is not None else None
+    if minimum and prefix < minimum:
+        # A prefix below the model's minimum is silently not cached (no write is billed): all of
+        # it is fresh input on every call until the conversation grows past the minimum.
+        usage = Usage(**{**zero, "fresh_input": prefix})
+        resend_as = f"fresh input: below its {minimum:,}-token cache minimum, not cached"
+    elif entry is not None and entry.writes_billed and entry.write_ttls:
         # The shortest TTL class is what the planner writes by default.
         ttl = min(entry.write_ttls, key=ttl_seconds)
         usage = Usage(**{**zero, f"cache_write_{ttl}": prefix})

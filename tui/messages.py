@@ -76,7 +76,8 @@ class TurnEnded(AgentMessage):
 class ApprovalRequested(AgentMessage):
     """A tool wants to change something; the worker waits on `reply` for the user's answer."""
 
-    def __init__(self, tool: str, args: dict[str, Any], reply: Future[bool]) -> None:
+    def __init__(self, tool: str, args: dict[str, Any], reply: Future[Any]) -> None:
+        """`reply` takes a `dialogs.ApprovalAnswer`."""
         super().__init__()
         self.tool = tool
         self.args = args
@@ -119,3 +120,12 @@ class KeepAliveEnded(AgentMessage):
     def __init__(self, error: str | None = None) -> None:
         super().__init__()
         self.error = error
+
+
+class Notice(AgentMessage):
+    """Something a worker has to tell the user that is not agent output (a checkpoint failed)."""
+
+    def __init__(self, text: str, kind: str = "info") -> None:
+        super().__init__()
+        self.text = text
+        self.kind = kind

@@ -12,6 +12,7 @@ from tui_helpers import SPEC, FrozenClock, fixed_context
 from scripted_model import ScriptedRouter
 
 from hitrate.harness.agent import AgentLimits
+from hitrate.harness.checkpoints import Checkpoints
 from hitrate.store.ledger import Ledger
 from hitrate.tui.app import HitrateApp
 from hitrate.tui.harness_link import HarnessLink
@@ -42,13 +43,14 @@ def make_app(ledger: Ledger, workspace: Path, clock: FrozenClock) -> Callable[..
     links: list[HarnessLink] = []
 
     def make(scripts: dict[str, list[dict[str, Any]]], *, approvals: bool = False, spec: str = SPEC,
-             max_steps: int = 10, resume: str | None = None) -> HitrateApp:
+             max_steps: int = 10, resume: str | None = None, checkpoints: Checkpoints | None = None) -> HitrateApp:
         router = ScriptedRouter(scripts)
         link = HarnessLink(spec, workspace, ledger.path, router=router, context=fixed_context, clock=clock,
                            limits=AgentLimits(max_steps=max_steps, show_budget=False))
         links.append(link)
         resumed = link.resume(resume) if resume else None
-        return HitrateApp(link, approvals=approvals, clock=clock, tick_s=None, workspace=workspace, resumed=resumed)
+        return HitrateApp(link, approvals=approvals, clock=clock, tick_s=None, workspace=workspace, resumed=resumed,
+                          checkpoints=checkpoints)
 
     yield make
     for link in links:

@@ -51,7 +51,8 @@ async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, le
         warning = notices(app)[-1]
         assert "starts a new cache epoch" in warning
         assert f"{prompt_tokens / 1000:.1f}k-token prefix" in warning
-        assert "5m cache write" in warning and "extra for the switch: ≈ $" in warning
+        # The 1.6k-token prefix is below opus's 2,048-token minimum: no cache write is promised.
+        assert "fresh input: below its 2,048-token cache minimum" in warning and "extra for the switch: ≈ $" in warning
         # Declining keeps the model.
         await pilot.press("n")
         await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the dialog to close")
@@ -62,8 +63,8 @@ async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, le
         await pilot.press("y")
         await wait_until(pilot, lambda: app.link.model_label == OPUS and not app.busy, "the switch")
         assert "new cache epoch" in notices(app)[-1]
-        assert "claude-opus-4-7" in str(app.query_one(StatusLine).render())
-        assert "nothing cached yet" in str(app.query_one(StatusLine).render())
+        assert "claude-opus-4-7" in app.query_one(StatusLine).full_text
+        assert "nothing cached yet" in app.query_one(StatusLine).full_text
 
         await one_turn(pilot, "again", 2)
         assert any(n.startswith("cache epoch 1: model switched by the user") for n in notices(app))

@@ -24,7 +24,7 @@ def registered():
 def test_tui_is_a_hitrate_command():
     result = CliRunner().invoke(registered(), ["tui", "--help"])
     assert result.exit_code == 0
-    for option in ("--model", "--workspace", "--db", "--resume", "--approve", "--no-keepalive"):
+    for option in ("--model", "--workspace", "--db", "--resume", "--approve", "--no-keepalive", "--permissions"):
         assert option in result.output
 
 
@@ -112,3 +112,30 @@ def test_resume_from_another_folder_continues_in_the_sessions_workspace(tmp_path
     assert _resumed_workspace(monkeypatch, ["--db", str(db), "--resume", session_id]) == project.resolve()
     # An explicit --workspace still wins.
     assert _resumed_workspace(monkeypatch, ["--db", str(db), "--resume", session_id, "-w", str(elsewhere)]) == elsewhere.resolve()
+
+
+def test_permissions_flag_and_config_rules_reach_the_app(tmp_path, monkeypatch):
+    import os
+
+    config = Path(os.environ["HITRATE_CONFIG"])
+    runner = CliRunner()
+    result = runner.invoke(registered(), ["tui", "--permissions", "maybe", "-w", str(tmp_path)])
+    assert result.exit_code == 2 and "--permissions must be ask, allow or deny" in result.output
+    config.write_text("[permissions]\nallow = ['Bash(ls)']\n")
+    result = runner.invoke(registered(), ["tui", "-w", str(tmp_path)])
+    assert result.exit_code == 2 and "'Bash(ls)' is not understood" in result.output
+
+    config.write_text("[permissions]\nallow = ['shell(git status:*)']\n")
+    seen = []
+    monkeypatch.setattr(HitrateApp, "run", lambda self: seen.append((self.permissions, self.checkpoints)))
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        result = runner.invoke(registered(), ["tui", "--model", f"openai-compat/m@http://127.0.0.1:{port}/v1",
+                                              "--db", str(tmp_path / "l.db"), "-w", str(tmp_path), "--permissions", "deny"])
+    assert result.exit_code == 0, result.output
+    permissions, checkpoints = seen[0]
+    assert permissions.decide("shell", {"command": "git status"})[0] == "allow"
+    assert permissions.decide("edit_file", {"path": "a"}) == ("deny", None)  # the flag's default
+    assert checkpoints is not None and checkpoints.workspace == tmp_path.resolve()

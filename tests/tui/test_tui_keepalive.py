@@ -43,7 +43,7 @@ def keepalive_app(ledger: Ledger, workspace: Path, clock: FrozenClock):
 
 
 def status(app: HitrateApp) -> str:
-    return str(app.query_one(StatusLine).render())
+    return app.query_one(StatusLine).full_text
 
 
 def keepalive_line(app: HitrateApp) -> str | None:
@@ -124,11 +124,12 @@ async def test_a_prefix_not_worth_warming_shows_nothing_until_asked(keepalive_ap
         await submit(pilot, "/keepalive")
         await pilot.pause()
         report = [m.source for m in app.query(".notice-md")][-1]
-        assert "off: saves too little: 15% ×" in report and "(default; no gap this long yet)" in report
+        assert report.startswith("**Keep-alive** is on (`/keepalive on|off`): not warming: saves too little: 15% ×")
+        assert "(default; no gap this long yet)" in report and "off:" not in report
         await submit(pilot, "/keepalive on")
         await pilot.pause()
         assert "nothing will be warmed now: saves too little" in [str(n.render()) for n in app.query(NoticeLine)][-1]
-        assert keepalive_line(app).startswith("keep-alive: off: saves too little")  # switched by the user: shown
+        assert keepalive_line(app).startswith("keep-alive: not warming: saves too little")  # switched by the user: shown
 
 
 async def test_a_turn_started_during_the_idle_stretch_needs_no_warm_up(keepalive_app, clock, ledger):

@@ -45,7 +45,7 @@ async def test_two_turns_on_the_local_engine(tiny_model, workspace, ledger, cloc
             # The second prompt starts with the first: the engine's radix cache served it.
             assert app.figures.calls[first].usage.cache_read > 0
             assert app.figures.totals().hit_ratio is not None and len(app.query(CallBar)) == len(rows)
-            line = str(app.query_one(StatusLine).render())
+            line = app.query_one(StatusLine).full_text
             assert line.startswith(f"local/{tiny_model}")
             assert "cache unknown · LRU prefix cache" in line
     finally:

@@ -8,9 +8,11 @@ the TTL countdown, a fixed terminal size, and no cursor blink. Regenerate delibe
 from __future__ import annotations
 
 from tui_helpers import SPEC, submit, wait_until
-from tui_session_script import THREE_TURNS, run_three_turns
+from tui_session_script import THREE_TURNS, WORKDAY_TURNS, run_three_turns, run_workday
 
-from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.harness.checkpoints import Checkpoints
+
+from hitrate.tui.dialogs import ApprovalScreen, ConfirmScreen
 from hitrate.tui.prompt_input import PromptInput
 
 SIZE = (120, 36)
@@ -32,6 +34,29 @@ def test_main_screen_after_three_turns(make_app, clock, snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
+def _workday_then(app, clock):
+    async def run_before(pilot) -> None:
+        no_blink(app)
+        await run_workday(pilot)
+        clock.advance(100)
+        app.refresh_figures()
+        await pilot.pause()
+
+    return run_before
+
+
+def test_main_screen_at_80x24(make_app, clock, workspace, tmp_path, snap_compare):
+    """A pasted trace, a file mention and an undo at 80×24: the compact cache panel, and the
+    status bar keeps cost, Σ-hit and the cache clock."""
+    app = make_app({SPEC: list(WORKDAY_TURNS)}, checkpoints=Checkpoints(workspace, tmp_path / "checkpoints"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_workday_then(app, clock))
+
+
+def test_main_screen_at_160x45(make_app, clock, workspace, tmp_path, snap_compare):
+    app = make_app({SPEC: list(WORKDAY_TURNS)}, checkpoints=Checkpoints(workspace, tmp_path / "checkpoints"))
+    assert snap_compare(app, terminal_size=(160, 45), run_before=_workday_then(app, clock))
+
+
 def test_model_switch_dialog(make_app, snap_compare):
     app = make_app({SPEC: list(THREE_TURNS[:2])})
 
@@ -51,6 +76,6 @@ def test_approval_dialog(make_app, snap_compare):
     async def run_before(pilot) -> None:
         no_blink(app)
         await submit(pilot, "Fix it")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the approval dialog")
+        await wait_until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog")
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -66,12 +66,16 @@ def test_session_hit_ratio_is_sum_based_not_a_mean() -> None:
     assert figures.miss_cost_usd() == pytest.approx(0.03)
     report = cost_markdown(figures)
     assert "0.9%" in report and "`cold`" in report and "$0.030" in report
+    assert "| calls | cache read |" in report
+    # On a narrow screen the same figures come as a list.
+    narrow = cost_markdown(figures, compact=True)
+    assert "- Σ-hit ratio: **0.9%**" in narrow and "- calls: **2**" in narrow and "|" not in narrow.split("**Misses**")[0]
 
 
 def test_unknown_tokens_are_shown_as_unknown() -> None:
     assert fmt_tokens(None) == "?" and fmt_tokens(999) == "999" and fmt_tokens(12_345) == "12.3k"
     assert fmt_tokens(2_500_000) == "2.50M"
-    assert fmt_usd(None) == "$?" and fmt_usd(0.00123) == "$0.0012" and fmt_usd(1.5) == "$1.500"
+    assert fmt_usd(None) == "no price" and fmt_usd(0.00123) == "$0.0012" and fmt_usd(1.5) == "$1.500"
     figures = SessionFigures([figure(1, usage=usage(cache_read=None, fresh_input=10, output=3))])
     assert "cache_read in 1" in cost_markdown(figures)
 
@@ -129,3 +133,19 @@ def test_tool_titles_and_args() -> None:
     assert tool_title("grep", {"pattern": "x" * 80}).endswith("…")
     assert tool_title("mystery", {"a": 1}) == "mystery"
     assert args_text({"path": "a.py", "content": "l1\nl2"}) == 'content:\n  l1\n  l2\npath: "a.py"'
+
+
+def test_wording_errors_said_once_and_prefixes_below_the_cache_minimum() -> None:
+    from hitrate.store.prices import PriceTable
+    from hitrate.tui.figures import error_line
+
+    assert error_line("cancelled: cancelled") == "cancelled"
+    assert error_line("APIError: overloaded\nmore detail") == "APIError: overloaded"
+    minimum = PriceTable.default().find("claude-haiku-4-5").min_cacheable_tokens
+    assert minimum and minimum > 2000
+    last = figure(1, usage=usage(cache_read=1500, fresh_input=500, output=10))
+    estimate = estimate_switch(last, "claude-sonnet-4-6", "anthropic/claude-sonnet-4-6", "anthropic/claude-haiku-4-5",
+                               "claude-haiku-4-5", "anthropic", T0)
+    # 2,000 tokens is below haiku's minimum: no cache write is promised, all of it is fresh input.
+    assert estimate.resend_as == f"fresh input: below its {minimum:,}-token cache minimum, not cached"
+    assert "cache write" not in estimate.message()
