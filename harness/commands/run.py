@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hitrate.harness.policy import Policy
     from hitrate.harness.router import Route
     from hitrate.harness.session import SessionConfig
+    from hitrate.tools.base import ApprovalHook
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
@@ -78,6 +79,10 @@ def run_command(
     max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
     context_window: Optional[int] = typer.Option(
         None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
+    ),
+    permissions: Optional[str] = typer.Option(
+        None, "--permissions", help="allow, deny or ask for tool calls no rule matches (default: the config file's "
+        "[permissions] default, else allow); a headless run refuses what it would have to ask about.",
     ),
     compact_at: float = typer.Option(
         0.8, "--compact-at", min=0.05, max=1.0, help="Compact the history before a call past this share of the window."
@@ -144,6 +149,7 @@ def run_command(
     unconfined = confinement_notice()
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)
+    approve = _permission_hook(permissions)
     route = _resolve(spec_text, table, sink, json_events)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
@@ -152,7 +158,7 @@ def run_command(
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
-                          resume=resume, price_table=table)
+                          resume=resume, price_table=table, approve=approve)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
@@ -257,9 +263,25 @@ def _resumable(ledger_path: Path, session_id: str) -> tuple[str, str | None, str
     return session_id, stored.stored.model_spec or stored.record.model_spec, stored.record.workspace
 
 
+def _permission_hook(flag: str | None) -> "ApprovalHook":
+    """The config file's permission rules for a run nobody watches: what a rule allows runs, what
+    it denies is refused with the rule named, and what would need asking is refused (--permissions
+    sets the verdict for calls no rule matches; without it, the file's default, else allow)."""
+    from hitrate.harness.defaults import config_path
+    from hitrate.harness.permissions import PermissionRuleError, Permissions
+
+    if flag not in (None, "allow", "deny", "ask"):
+        _fail(f"--permissions must be allow, deny or ask, not {flag!r}")
+    try:
+        return Permissions.load(config_path(), default=flag, fallback="allow").hook(ask=None)  # type: ignore[arg-type]
+    except PermissionRuleError as exc:
+        _fail(str(exc))
+
+
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
              limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
-             resume: str | None = None, price_table: PriceTable | None = None) -> AgentResult:
+             resume: str | None = None, price_table: PriceTable | None = None,
+             approve: ApprovalHook | None = None) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
     ledger; the route is closed afterwards."""
     from hitrate.harness.agent import Agent
@@ -275,6 +297,8 @@ def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | No
         except BaseException:
             route.close()
             raise
+        if approve is not None:
+            session.approve = approve
         try:
             return Agent(session, policy=policy, limits=limits).run(task)
         finally:

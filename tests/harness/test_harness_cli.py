@@ -208,3 +208,22 @@ def test_lint_of_a_clean_workspace(app, tmp_path):
     assert "for openai/gpt-5.4" in text
     # "No findings" says what was looked at.
     assert "checked: 7 tool schemas, the system prompt and (no project docs found" in text and "no findings" in text
+
+
+def test_run_applies_the_config_files_permission_rules(app, fake_server, workspace, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[permissions]\ndeny = ["write_file"]\n')
+    fake_server.push(
+        Reply(tool_calls=[("toolu_1", "write_file", '{"path": "x.txt", "content": "hi"}')]),
+        Reply(text="Could not write."),
+    )
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url, "HITRATE_CONFIG": str(config)}
+    result = CliRunner().invoke(app, ["run", "Write x.txt", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                      "--json", "--db", str(tmp_path / "p.db")], env=env)
+    assert result.exit_code == 0, result.output
+    assert not (workspace / "x.txt").exists()
+    finished = [json.loads(line) for line in result.stdout.splitlines() if '"tool_call_finished"' in line]
+    assert finished and finished[0]["is_error"] and "write_file" in finished[0]["content"]
+    result = CliRunner().invoke(app, ["run", "x", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                      "--permissions", "maybe", "--db", str(tmp_path / "p.db")], env=env)
+    assert result.exit_code == 2 and "--permissions" in result.stderr
