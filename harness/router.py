@@ -168,6 +168,7 @@ class Router:
                 quirks=parsed.quirks,
                 label=parsed.label,
                 timeout_s=self.timeout_s,
+                prices=self.price_table,
             )
         else:
             # Self-hosted servers usually accept any key; OPENAI_COMPAT_API_KEY is used when one is needed.
@@ -179,5 +180,6 @@ class Router:
                 quirks=parsed.quirks,
                 label=parsed.label,
                 timeout_s=self.timeout_s,
+                prices=self.price_table,
             )
         return Route(spec=parsed, backend=backend, rules=rules, explain_rules=explain)

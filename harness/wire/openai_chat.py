@@ -152,7 +152,9 @@ def render_chat_request(
 # ------------------------------------------------------------------------------------------------
 
 
-def normalize_usage(raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None) -> Usage:
+def normalize_usage(
+    raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None, *, prices: PriceTable | None = None
+) -> Usage:
     """Normalized usage for a Chat Completions `usage` payload from the server `quirks` describe."""
     if not raw:
         return Usage()  # the server sent no usage: every bucket unknown
@@ -162,7 +164,7 @@ def normalize_usage(raw: dict[str, Any], quirks: Quirks, model: str, timings: di
     if dialect == "gemini_openai":
         return normalize.from_gemini_openai(raw)
     if dialect == "openai":
-        entry = PriceTable.default().find(model)
+        entry = (prices or PriceTable.default()).find(model)
         if entry is not None:
             writes_billed = entry.writes_billed
         else:
@@ -254,9 +256,12 @@ class OpenAIChatBackend(OpenAIClientBackend):
         quirks: Quirks,
         label: str | None = None,
         timeout_s: float = 600.0,
+        prices: PriceTable | None = None,
     ) -> None:
         label = label or f"openai-compat/{model}@{base_url}"
-        super().__init__(model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s)
+        super().__init__(
+            model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s, prices=prices
+        )
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
@@ -287,7 +292,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
                     if choice.delta is not None:
                         reply.add(choice.delta, call.timer, on_text)
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
-        usage = normalize_usage(raw_usage, self.quirks, model, timings)
+        usage = normalize_usage(raw_usage, self.quirks, model, timings, prices=self.prices)
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
         return call.result(

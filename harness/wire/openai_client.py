@@ -7,13 +7,19 @@ import openai
 
 from hitrate.harness.models import Quirks
 from hitrate.harness.wire.types import InFlight, RenderReport
+from hitrate.store.prices import PriceTable
 
 
 class OpenAIClientBackend:
     """One model behind an OpenAI-SDK endpoint; a wire's backend adds `call`."""
 
-    def __init__(self, *, model: str, api_key: str, base_url: str, quirks: Quirks, label: str, timeout_s: float) -> None:
+    def __init__(
+        self, *, model: str, api_key: str, base_url: str, quirks: Quirks, label: str, timeout_s: float,
+        prices: PriceTable | None = None,
+    ) -> None:
         self.model = model
+        self.prices = prices or PriceTable.default()
+        """Where usage reading learns whether the model bills cache writes (the session's price source)."""
         self.quirks = quirks
         self.base_url = base_url
         self.label = label

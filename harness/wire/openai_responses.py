@@ -176,12 +176,14 @@ def render_responses_request(
 # ------------------------------------------------------------------------------------------------
 
 
-def normalize_usage(raw: dict[str, Any], model: str, requested_model: str | None = None) -> Usage:
+def normalize_usage(
+    raw: dict[str, Any], model: str, requested_model: str | None = None, *, prices: PriceTable | None = None
+) -> Usage:
     """Normalized usage for a Responses `usage` payload. Whether cache writes are billed (GPT-5.6+)
     comes from the price table entry of the answering model (else the requested one)."""
     if not raw:
         return Usage()  # the server sent no usage: every bucket unknown
-    table = PriceTable.default()
+    table = prices or PriceTable.default()
     entry = table.find(model) or (table.find(requested_model) if requested_model else None)
     if entry is not None:
         writes_billed = entry.writes_billed
@@ -332,9 +334,12 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         quirks: Quirks,
         label: str | None = None,
         timeout_s: float = 600.0,
+        prices: PriceTable | None = None,
     ) -> None:
         label = label or f"openai-responses/{model}"
-        super().__init__(model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s)
+        super().__init__(
+            model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s, prices=prices
+        )
         self.include_encrypted_reasoning = True
         """Cleared for good once the model refuses the include (it does not reason)."""
 
@@ -407,7 +412,7 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         response_id = final.get("id") or response_id
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
         raw_usage = normalize.as_raw_usage(final.get("usage"))
-        usage = normalize_usage(raw_usage, model, prompt.model)
+        usage = normalize_usage(raw_usage, model, prompt.model, prices=self.prices)
         blocks = [b for item in output.items(final.get("output") or []) for b in _blocks(item)]
         status = final.get("status")
         reason = (final.get("incomplete_details") or {}).get("reason")
