@@ -36,6 +36,7 @@ from hitrate.harness.wire.types import (
     TextSink,
     map_stop_reason,
     native_raw,
+    sendable_arguments,
 )
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import (
@@ -95,12 +96,13 @@ class _Renderer(OpenAIContent):
                 texts.append((block.text, ("message", mi, bi)))
             elif isinstance(block, ToolCallBlock):
                 raw = native_raw(block, API)
-                if raw is not None:
-                    calls.append(json.loads(raw))
-                else:
-                    calls.append(
-                        {"id": block.call_id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}}
-                    )
+                call = json.loads(raw) if raw is not None else {
+                    "id": block.call_id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}
+                }
+                function = call.get("function")
+                if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                    function["arguments"] = sendable_arguments(function["arguments"])
+                calls.append(call)
             elif isinstance(block, ThinkingBlock) and native_raw(block, API) is not None:
                 # DeepSeek's thinking mode wants `reasoning_content` back within a tool-calling turn;
                 # it is only re-sent to the kind of server that produced it.

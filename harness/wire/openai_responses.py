@@ -46,6 +46,7 @@ from hitrate.harness.wire.types import (
     StopReason,
     TextSink,
     native_raw,
+    sendable_arguments,
 )
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import (
@@ -113,11 +114,14 @@ class _Renderer(OpenAIContent):
         for block in message.content:
             raw = native_raw(block, API)
             if raw is not None:
-                items.append(json.loads(raw))
+                item = json.loads(raw)
+                if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
+                    item["arguments"] = sendable_arguments(item["arguments"])
+                items.append(item)
             elif isinstance(block, TextBlock) and block.text:
                 items.append(assistant_text_item([{"type": "output_text", "text": block.text}]))
             elif isinstance(block, ToolCallBlock):
-                items.append(function_call_item(block.call_id, block.name, block.arguments))
+                items.append(function_call_item(block.call_id, block.name, sendable_arguments(block.arguments)))
             # Reasoning from another API, or without encrypted content, cannot be replayed here
             # (with store=False nothing on the server stands for it): left out, the same way every time.
         return items

@@ -10,6 +10,8 @@ rendering (placing the planned cache marks) and streaming (timing the reply) liv
 
 from __future__ import annotations
 
+import json
+
 import socket
 import threading
 import time
@@ -309,3 +311,21 @@ class StreamTimer:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+def sendable_arguments(text: str) -> str:
+    """A tool call's argument text as it may go back to a server: unchanged, byte for byte, when it
+    is a JSON object; otherwise (a reply cut off mid-call at the output limit, a model that wrote
+    something else) the same wrapping the Anthropic wire uses, as canonical JSON, so strict servers
+    accept the request ("function.arguments is not valid JSON") and every resend is the same bytes."""
+    if not text.strip():
+        return "{}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = {"_unparsed_arguments": text}
+    else:
+        if isinstance(value, dict):
+            return text
+        value = {"_arguments": value}
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -107,3 +107,33 @@ def test_openai_string_mode_joins_blocks_and_has_no_marks():
     assert body["messages"][-1] == {"role": "user", "content": "go on"}
     assert "tools" not in body and "prompt_cache_key" not in body and body["max_tokens"] == 5
 
+
+
+def test_a_cut_off_tool_call_is_never_sent_back_as_invalid_json() -> None:
+    # A reply stopped at the output limit in the middle of a call: the streamed argument text is
+    # not JSON. Strict servers refuse it ("function.arguments is not valid JSON"), so every wire
+    # sends a wrapped, canonical form instead, the same bytes on every request.
+    from hitrate.harness.wire.openai_responses import render_responses_request
+
+    cut = '{"path": "big.py", "content": "def f(:\\n  ret'
+    chat_raw = json.dumps({"id": "call_9", "type": "function", "function": {"name": "zeta", "arguments": cut}})
+    assistant = AssistantMessage(content=(
+        ToolCallBlock(call_id="call_9", name="zeta", arguments=cut, native=NativeBlock(api="openai_chat", raw=chat_raw)),
+        ToolCallBlock(call_id="call_10", name="alpha", arguments='{"ok": true}'),
+    ))
+    transcript = Transcript(messages=(
+        UserMessage(content=(TextBlock(text="write it"),)),
+        assistant,
+        UserMessage(content=(ToolResultBlock(call_id="call_9", content="cut off", is_error=True),
+                             ToolResultBlock(call_id="call_10", content="ok"))),
+    ))
+    prompt = Projector(CacheRules(family="openai_implicit")).project(model="m", tools=TOOLS, system="s", transcript=transcript)
+    chat = render_chat_request(prompt, Quirks(usage_dialect="openai"), max_tokens=10, report=ChatReport())
+    sent = [c["function"]["arguments"] for m in chat["messages"] if m.get("tool_calls") for c in m["tool_calls"]]
+    responses = render_responses_request(prompt, Quirks(usage_dialect="openai"), max_output_tokens=10, include_encrypted_reasoning=False,
+                                         report=ChatReport())
+    sent += [item["arguments"] for item in responses["input"] if item.get("type") == "function_call"]
+    assert all(isinstance(json.loads(text), dict) for text in sent)
+    assert json.loads(sent[0]) == {"_unparsed_arguments": cut} and sent[1] == '{"ok": true}'  # valid text untouched
+    again = render_chat_request(prompt, Quirks(usage_dialect="openai"), max_tokens=10, report=ChatReport())
+    assert again == chat
