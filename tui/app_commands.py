@@ -22,7 +22,7 @@ from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd, 
 from hitrate.tui.keepalive_view import decision_text, keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
 from hitrate.tui.mentions import MentionError, file_block
-from hitrate.tui.messages import ModelSwitched
+from hitrate.tui.messages import Notice, ModelSwitched
 
 if TYPE_CHECKING:
     from hitrate.tui.app import HitrateApp
@@ -42,7 +42,7 @@ _KEYS = [
 ]
 
 #: Commands that would disturb a turn in progress.
-_IDLE_ONLY = {"model", "clear", "resume", "undo"}
+_IDLE_ONLY = {"model", "clear", "resume", "undo", "compact"}
 
 
 def cost_markdown(figures: SessionFigures, *, compact: bool = False) -> str:
@@ -220,6 +220,24 @@ class CommandsMixin:
             ConfirmScreen("Switch model?", Text(estimate.message()), yes="Switch", no="Stay"),
             confirmed,
         )
+
+    async def _command_compact(self: "HitrateApp", arg: str) -> None:
+        self.busy = True
+        self.set_activity("compacting…")
+        self._compact_worker()
+
+    @work(thread=True, group="compact", exit_on_error=False)
+    def _compact_worker(self: "HitrateApp") -> None:
+        try:
+            text, kind = self.link.compact(self.post_message), "info"
+        except Exception as exc:  # a failed summary call is recorded; the history stays as it was
+            text, kind = f"/compact failed, the history is unchanged: {exc}", "error"
+        self.post_message(Notice(text, kind))
+        self.call_from_thread(self._compact_done)
+
+    def _compact_done(self: "HitrateApp") -> None:
+        self.busy = False
+        self.set_activity("ready")
 
     @work(thread=True, group="switch", exit_on_error=False)
     def _switch_model(self: "HitrateApp", spec: str) -> None:

@@ -11,7 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-CommandName = Literal["model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "quit"]
+CommandName = Literal[
+    "model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "compact", "quit"
+]
 
 
 class CommandError(ValueError):
@@ -56,6 +58,11 @@ COMMANDS: dict[str, CommandHelp] = {
         usage="/undo",
         summary="put back the files the last turn changed (created, edited, deleted; by tools or shell commands); "
         "again for the turn before. Your own git history and index are never touched",
+    ),
+    "compact": CommandHelp(
+        usage="/compact",
+        summary="summarize the history now and go on from the summary and the recent turns; the summary "
+        "request reads the history from the cache, and tools, system prompt and docs stay cached",
     ),
     "init": CommandHelp(usage="/init", summary="ask the agent to write (or improve) AGENTS.md for this project"),
     "help": CommandHelp(usage="/help", summary="this list"),

@@ -192,6 +192,24 @@ class HarnessLink:
             finally:
                 self._forward = None
 
+    def compact(self, post: Post) -> str:
+        """(worker thread) Summarize the history now; the summary call arrives as CallRecorded."""
+        with self._session_free():
+            session = self.session
+            before = len(session.transcript.messages)
+            self._forward = EventBridge(post, backend=self.provider, model=self.model)
+            try:
+                record = session.compact(threading.Event())
+            finally:
+                self._forward = None
+            if record is None:
+                return "nothing to compact yet: the history is only the newest turn"
+            usage = record.usage
+            read = f"{usage.cache_read:,} of {usage.prompt_tokens:,}" if usage.cache_read is not None and usage.prompt_tokens else "?"
+            kept = len(session.transcript.messages) - 1
+            return (f"compacted: {before - kept} earlier messages are now a summary, {kept} recent ones kept as they were; "
+                    f"the summary call read {read} prompt tokens from the cache")
+
     def _session_free(self) -> threading.Lock:
         """The work lock, after asking a warm-up in flight to stop."""
         self._warm_cancel.set()

@@ -119,6 +119,10 @@ class AgentLink(Protocol):
         """Send a keep-alive warm-up if one is still due; blocks; reports the recorded call through
         `post`. Gives way to a turn: `run_turn` stops a warm-up in flight and waits for it."""
 
+    def compact(self, post: Post) -> str:
+        """Compact the session's history now (blocks; the summary call is reported through `post`);
+        returns what happened, in a sentence."""
+
     def close(self) -> None: ...
 
 

@@ -187,3 +187,23 @@ async def test_a_step_limit_stops_the_turn_and_says_why(make_app):
         assert app.link.session.transcript.messages[-1].content[0].text == (
             "[stopped by a limit: reached the limit of 1 model calls]"
         )
+
+
+async def test_compact_summarizes_the_history_and_goes_on(make_app, ledger):
+    script = [
+        {"text": "First answer."},
+        {"text": "Second answer."},
+        {"text": "Summary: the user asked two things; both are answered."},
+        {"text": "Third answer, after the summary."},
+    ]
+    app = make_app({SPEC: script})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "first question " * 20, 1)
+        await one_turn(pilot, "second question", 2)
+        await submit(pilot, "/compact")
+        await wait_until(pilot, lambda: not app.busy and any(n.startswith("compacted:") for n in notices(app)), "/compact")
+        rows = ledger.calls()
+        assert [r.kind for r in rows] == [None, None, "compaction"]
+        assert app.link.session.transcript.messages[0].content[0].text.endswith("both are answered.")
+        await one_turn(pilot, "third question", 4)
+        assert ledger.calls()[-1].miss_reason == "compacted"
