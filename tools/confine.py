@@ -202,6 +202,16 @@ def _git_guard_args(root: Path) -> list[str]:
     return args
 
 
+def _runtime_under_tmp() -> list[str]:
+    """This interpreter's installation folders that lie under /tmp (outermost first, no repeats)."""
+    found: list[str] = []
+    for path in (sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        real = os.path.realpath(path)
+        if real.startswith("/tmp/") and not any(real == f or real.startswith(f + "/") for f in found):
+            found.append(real)
+    return sorted(found, key=len)
+
+
 def confined_argv(
     argv: Sequence[str],
     *,
@@ -215,6 +225,10 @@ def confined_argv(
     `cwd` (default: the workspace)."""
     root = Path(os.path.realpath(workspace))
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in _runtime_under_tmp():
+        # The private /tmp would hide an interpreter installed there (a virtual environment in a
+        # checkout under /tmp): it stays visible, read-only.
+        args += ["--ro-bind", path, path]
     for path in (*_hidden_defaults(env), *policy.hidden_paths):
         args += _hide_args(path, root)
     args += ["--bind", str(root), str(root)]

@@ -163,3 +163,19 @@ def test_sigterm_ignored_by_everyone_escalates_to_sigkill(registry, ctx, workspa
     assert result.metadata["exit_code"] in (-9, -15)
     _read_pid(workspace / "child.pid")
     assert gone_within("63.25")
+
+
+def test_an_interpreter_installed_under_tmp_stays_visible_in_the_sandbox(monkeypatch, tmp_path):
+    # A checkout under /tmp keeps its virtual environment there; the sandbox's private /tmp must
+    # not hide the Python that runs the graded tests (it would fail with "No such file").
+    import sys as _sys
+
+    from hitrate.tools.confine import ConfinementPolicy, confined_argv
+
+    venv = Path("/tmp/hitrate-test-venv")
+    monkeypatch.setattr(_sys, "prefix", str(venv))
+    monkeypatch.setattr(_sys, "exec_prefix", str(venv))
+    argv = confined_argv(["python", "-c", "pass"], workspace=tmp_path, policy=ConfinementPolicy(), env={}, bwrap="bwrap")
+    tmpfs = argv.index("--tmpfs")
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind" and i > tmpfs]
+    assert str(venv) in bound
