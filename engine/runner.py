@@ -38,7 +38,8 @@ from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.kv_pool import KVPool
 from hitrate.engine.radix import RadixCache
 from hitrate.engine.sampling import validate_params
-from hitrate.engine.scheduler import PrefillLogits, Scheduler, make_sequence
+from hitrate.engine.scheduler import Scheduler
+from hitrate.engine.sequence import PrefillLogits, make_sequence
 
 _CPU_POOL_BYTES = 1 << 30  # default pool budget on CPU
 _GPU_POOL_FRACTION = 0.4  # of the memory left free after loading the model

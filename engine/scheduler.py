@@ -22,63 +22,25 @@ idle period and is started again by the next request, so an unused engine holds 
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
-from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, PrefillStarted
+from hitrate.engine.api import GenerationChunk, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
-from hitrate.engine.constraints import Constraint
-from hitrate.engine.radix import Lease, RadixCache, common_prefix_length
+from hitrate.engine.radix import RadixCache, common_prefix_length
 from hitrate.engine.sampling import make_generator, sample
+from hitrate.engine.sequence import PrefillLogits, Sequence
 from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
 
 _IDLE_EXIT_S = 0.5  # the worker thread exits after this long without work
-_RELEASE_WAIT_S = 120.0
+_RELEASE_WAIT_S = 120.0  # a closing consumer waits at most this long for its row to be freed
 # A request waits for another's prefill when that saves it at least this many prompt tokens.
 _MIN_SHARED_TO_WAIT = 32
-_MAX_SHARED_WAIT_S = 5.0  # ... but never longer than this  # a closing consumer waits at most this long for its row to be freed
-
-
-@dataclass
-class PrefillLogits:
-    """Result of a logits-only request (`TransformersEngine.prefill_logits`)."""
-
-    logits: torch.Tensor
-    cached_tokens: int
-
-
-@dataclass(eq=False)
-class Sequence:
-    """One request inside the scheduler."""
-
-    request: GenerationRequest
-    prompt: list[int]
-    started: float
-    logits_only: bool = False
-    constraint: Constraint | None = None
-    out: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
-    released: threading.Event = field(default_factory=threading.Event)
-    cancelled: bool = False
-    acked: bool = False  # the consumer has taken PrefillStarted: prefill may start
-    state: str = "waiting"  # waiting -> prefill -> decode; `released` is set at the end
-    lease: Lease | None = None
-    cached: int = 0  # prompt tokens served from the prefix cache
-    row: int = -1
-    loaded: bool = False  # the row holds prompt[:lease.matched]
-    fed: list[int] = field(default_factory=list)  # tokens whose K/V is in the row
-    generated: list[int] = field(default_factory=list)
-    next_token: int = -1  # sampled, not yet fed
-    logit_parts: list[torch.Tensor] = field(default_factory=list)
-    rng: Any = None
-    decoder: IncrementalDecoder | None = None
-    text: StopStringFilter | None = None
-    ttft: float = 0.0
+_MAX_SHARED_WAIT_S = 5.0  # ... but never longer than this
 
 
 @dataclass
@@ -502,8 +464,3 @@ class Scheduler:
         c["requests"] += 1
         c["prompt_tokens"] += len(seq.prompt)
         c["cached_tokens"] += seq.cached
-
-
-def make_sequence(request: GenerationRequest, prompt: list[int], *, logits_only: bool = False) -> Sequence:
-    return Sequence(request=request, prompt=prompt, started=time.perf_counter(), logits_only=logits_only)
-
