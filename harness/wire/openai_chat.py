@@ -248,22 +248,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
     """One model behind a Chat Completions endpoint."""
 
     wire = "openai_chat"
-
-    def __init__(
-        self,
-        *,
-        model: str,
-        api_key: str,
-        base_url: str,
-        quirks: Quirks,
-        label: str | None = None,
-        timeout_s: float = 600.0,
-        prices: PriceTable | None = None,
-    ) -> None:
-        label = label or f"openai-compat/{model}@{base_url}"
-        super().__init__(
-            model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s, prices=prices
-        )
+    label_format = "openai-compat/{model}@{base_url}"
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()

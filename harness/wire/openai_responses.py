@@ -328,22 +328,10 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
     """One model behind a Responses endpoint, called statelessly."""
 
     wire = "openai_responses"
+    label_format = "openai-responses/{model}"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        api_key: str,
-        base_url: str,
-        quirks: Quirks,
-        label: str | None = None,
-        timeout_s: float = 600.0,
-        prices: PriceTable | None = None,
-    ) -> None:
-        label = label or f"openai-responses/{model}"
-        super().__init__(
-            model=model, api_key=api_key, base_url=base_url, quirks=quirks, label=label, timeout_s=timeout_s, prices=prices
-        )
+    def __init__(self, **backend: Any) -> None:
+        super().__init__(**backend)
         self.include_encrypted_reasoning = True
         """Cleared for good once the model refuses the include (it does not reason)."""
 
