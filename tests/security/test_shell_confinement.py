@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from process_probe import gone_within
 
 from hitrate.tools.confine import ConfinementPolicy, detect
 
@@ -22,32 +23,6 @@ pytestmark = [
     pytest.mark.skipif(not detect().confined, reason=f"no OS sandbox on this machine: {detect().detail}"),
     pytest.mark.timeout(60),
 ]
-
-
-def _live_with(argument: str) -> list[int]:
-    """Host pids of live processes with `argument` in their command line. A confined command sees
-    other pids than the host, so its processes are recognised by a distinctive `sleep` length."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if argument.encode() in args and state not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
-
-
-def _gone_within(argument: str, seconds: float = 3.0) -> bool:
-    end = time.monotonic() + seconds
-    while _live_with(argument):
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _shell(registry, ctx, command: str, timeout_s: int = 20):
@@ -114,14 +89,14 @@ def test_setsid_and_double_fork_daemons_die_when_the_command_ends(registry, ctx)
     command = "setsid sleep 71.25 >/dev/null 2>&1 < /dev/null & ( ( sleep 72.25 >/dev/null 2>&1 & ) & ); echo started"
     result = _shell(registry, ctx, command)
     assert result.content.startswith("started")
-    assert _gone_within("71.25") and _gone_within("72.25")
+    assert gone_within("71.25") and gone_within("72.25")
 
 
 def test_setsid_daemons_die_at_the_timeout(registry, ctx) -> None:
     command = "setsid sleep 73.25 >/dev/null 2>&1 < /dev/null & ( ( sleep 74.25 & ) & ); sleep 60"
     result = _shell(registry, ctx, command, timeout_s=1)
     assert result.metadata["timed_out"] is True
-    assert _gone_within("73.25") and _gone_within("74.25")
+    assert gone_within("73.25") and gone_within("74.25")
 
 
 def _listener() -> tuple[socket.socket, int]:
@@ -213,7 +188,7 @@ def test_process_count_is_limited(registry, ctx) -> None:
     command = "for i in $(seq 64); do sleep 75.25 & done 2>&1 | tail -1; echo finished"
     result = _shell(registry, dataclasses.replace(ctx, confinement=policy), command)
     assert "Resource temporarily unavailable" in result.content or "fork" in result.content
-    assert _gone_within("75.25")
+    assert gone_within("75.25")
 
 
 def test_git_config_and_hooks_are_read_only_to_the_shell(registry, ctx, workspace: Path) -> None:
