@@ -142,8 +142,8 @@ class Agent:
         self.session.extra_context["budget left"] = ", ".join(left)
 
     def _cut_off_detail(self) -> str:
-        limit = self.session.config.max_output_tokens
-        return f"the reply was cut off at the output limit of {limit} tokens (raise --max-output-tokens)"
+        limit = self.session.max_output_tokens
+        return f"the reply was cut off at the output limit of {limit:,} tokens (raise it with --max-output-tokens)"
 
     def run(self, task: str) -> AgentResult:
         """Give the model `task` and loop until it is done or a stop condition holds."""

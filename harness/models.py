@@ -23,6 +23,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.harness.wire.effort import EffortDialect
+
 WireApi = Literal["anthropic_messages", "openai_chat", "openai_responses", "local_engine"]
 UsageDialect = Literal["anthropic", "openai", "deepseek", "gemini_openai", "openai_compat"]
 
@@ -45,6 +47,12 @@ class Quirks(BaseModel):
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """OpenAI's own API rejects `max_tokens` on reasoning models and wants `max_completion_tokens`;
     self-hosted servers and DeepSeek only reliably know `max_tokens`."""
+    effort_dialect: EffortDialect = "openai_compat"
+    """Which request field carries `--effort`, with which values (the table in `wire.effort`)."""
+    reasoning_on_tool_turns: bool = False
+    """DeepSeek's thinking mode answers 400 unless every assistant turn with tool calls carries
+    `reasoning_content` back, an empty one included (api-docs.deepseek.com/guides/thinking_mode,
+    "Tool calls")."""
 
 
 class ModelSpec(BaseModel):
@@ -114,12 +122,13 @@ def quirks_for_openai_base_url(base_url: str) -> Quirks:
     """Pick usage fields and request extras from the server's host."""
     host = (urlparse(base_url).hostname or "").lower()
     if host == "api.openai.com":
-        return Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens")
+        return Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens",
+                      effort_dialect="openai")
     if host.endswith("deepseek.com"):
         # DeepSeek reports prompt_cache_hit_tokens / prompt_cache_miss_tokens, not prompt_tokens_details.
-        return Quirks(usage_dialect="deepseek")
+        return Quirks(usage_dialect="deepseek", effort_dialect="deepseek", reasoning_on_tool_turns=True)
     if host == "generativelanguage.googleapis.com":
-        return Quirks(usage_dialect="gemini_openai")
+        return Quirks(usage_dialect="gemini_openai", effort_dialect="gemini")
     # vLLM / SGLang / llama.cpp / hitrate serve: cached_tokens only when the server was started with
     # the reporting flag, so an absent field means unknown.
     return Quirks(usage_dialect="openai_compat")
@@ -151,7 +160,7 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
             wire="anthropic_messages",
             base_url=base,
             api_key_env=_KEY_ENV["anthropic"],
-            quirks=Quirks(usage_dialect="anthropic"),
+            quirks=Quirks(usage_dialect="anthropic", effort_dialect="anthropic"),
         )
     if provider in ("openai", "deepseek", "gemini"):
         override = env.get("OPENAI_BASE_URL") if provider == "openai" else None

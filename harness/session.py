@@ -61,6 +61,7 @@ from hitrate.harness.session_compaction import SessionCompaction, prompt_too_lon
 from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
+from hitrate.harness.wire.effort import Effort, default_output_tokens
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -206,6 +207,9 @@ class Session(SessionRecording, SessionCompaction):
         self.clock = clock
         self._context = context or (lambda: workspace_context(self.workspace))
         self.tool_context = ToolContext(workspace=self.workspace, approve=approve)
+        self.effort: Effort | None = self.config.effort
+        """The reasoning effort every call asks for; `set_effort` changes it (a new epoch)."""
+        route.backend.effort = self.effort
 
     def _start(self, session_id: str, transcript: Transcript, log: TranscriptLog) -> None:
         self.id = session_id
@@ -225,6 +229,18 @@ class Session(SessionRecording, SessionCompaction):
         self._epoch_reason: str | None = None
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def max_output_tokens(self) -> int:
+        """`max_tokens` of the next call: the configured one, else the model's default, which leaves
+        room for thinking on models that think by default, within the model's own output limit."""
+        if self.config.max_output_tokens is not None:
+            return self.config.max_output_tokens
+        entry = self.price_table.find(self.route.model)
+        return default_output_tokens(
+            thinks_by_default=entry is not None and entry.thinks_by_default,
+            max_output_tokens=entry.max_output_tokens if entry is not None else None,
+        )
 
     @property
     def spent_usd(self) -> float:
@@ -293,8 +309,19 @@ class Session(SessionRecording, SessionCompaction):
             return
         self.route.close()
         self.route = route
+        route.backend.effort = self.effort
         self._epoch_reason = reason
         self._log.model(route.label, reason)
+
+    def set_effort(self, effort: Effort | None, reason: str = "effort changed by the user") -> None:
+        """Ask for another reasoning effort from the next call on. Like a model switch, the next
+        prompt starts a new epoch (a provider may key its cache on thinking settings), and its
+        first call's miss is recorded against it."""
+        if effort == self.effort:
+            return
+        self.effort = effort
+        self.route.backend.effort = effort
+        self._epoch_reason = reason
 
     def close(self) -> None:
         self.route.close()
@@ -315,6 +342,7 @@ class Session(SessionRecording, SessionCompaction):
             context=context,
             rules=self.route.rules,
             epoch_reason=self._epoch_reason,
+            effort=self.effort,
         )
 
     def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
@@ -346,7 +374,7 @@ class Session(SessionRecording, SessionCompaction):
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
         def attempt(number: int) -> CallResult:
-            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text))
 
         started_at = self.clock()
         clock_start = time.monotonic()

@@ -68,7 +68,9 @@ def tui_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls per prompt."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
-    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    max_output_tokens: Optional[int] = typer.Option(
+        None, "--max-output-tokens", min=1, help="max_tokens of each call (default: room for thinking on models that think by default)."
+    ),
     keepalive: bool = typer.Option(
         True, "--keepalive/--no-keepalive",
         help="While you are idle, re-warm the cached prefix before its TTL runs out, but only when the expected "

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hitrate.harness.policy import Policy
     from hitrate.harness.router import Route
     from hitrate.harness.session import SessionConfig
+    from hitrate.harness.wire.effort import Effort
     from hitrate.tools.base import ApprovalHook
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
@@ -76,7 +77,15 @@ def run_command(
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
     max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
-    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    max_output_tokens: Optional[int] = typer.Option(
+        None, "--max-output-tokens", min=1, help="max_tokens of each call (thinking included). Default: 32,000 on models "
+        "that think by default, else 4,096, within the model's own output limit.",
+    ),
+    effort: Optional[str] = typer.Option(
+        None, "--effort", help="Reasoning effort: low, medium, high or max, sent as each backend's own parameter "
+        "(Anthropic output_config.effort, OpenAI reasoning_effort / reasoning.effort, ...). Default: the config file's "
+        "`effort`, else the model's own default.",
+    ),
     context_window: Optional[int] = typer.Option(
         None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
     ),
@@ -150,6 +159,7 @@ def run_command(
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)
     approve = _permission_hook(permissions)
+    level = _effort(effort)
     route = _resolve(spec_text, table, sink, json_events)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
@@ -157,13 +167,26 @@ def run_command(
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
-                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
+                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window,
+                                               compact_at=compact_at, effort=level),
                           resume=resume, price_table=table, approve=approve)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
+
+
+def _effort(flag: str | None) -> "Effort | None":
+    """--effort, else the config file's `effort`; exits with a usage error on a level that does not exist."""
+    from hitrate.harness.defaults import configured_effort
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.wire.effort import EffortError, parse_effort
+
+    try:
+        return parse_effort(flag) if flag is not None else configured_effort()
+    except (EffortError, ModelSpecError) as exc:
+        _fail(f"--effort: {exc}" if flag is not None else str(exc))
 
 
 def exit_code(result: AgentResult) -> int:

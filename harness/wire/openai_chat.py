@@ -23,6 +23,7 @@ from typing import Any
 import openai
 
 from hitrate.harness.models import Quirks
+from hitrate.harness.wire.effort import Effort, chat_effort_fields
 from hitrate.harness.wire.openai_client import OpenAIClientBackend
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
@@ -116,9 +117,10 @@ class _Renderer(OpenAIContent):
 
 
 def render_chat_request(
-    prompt: Prompt, quirks: Quirks, *, max_tokens: int, report: RenderReport | None = None
+    prompt: Prompt, quirks: Quirks, *, max_tokens: int, report: RenderReport | None = None, effort: Effort | None = None
 ) -> dict[str, Any]:
-    """The Chat Completions body for `prompt` (without `stream` / `stream_options`)."""
+    """The Chat Completions body for `prompt` (without `stream` / `stream_options`). `effort` goes
+    out in the field the backend's dialect names (`wire.effort`); None leaves the model's default."""
     marks = PlannedMarks(prompt, report if report is not None else RenderReport())
     r = _Renderer(prompt, marks)
     messages: list[dict[str, Any]] = []
@@ -142,6 +144,7 @@ def render_chat_request(
             for t in prompt.tools
         ]
     body[quirks.max_tokens_field] = max_tokens
+    body.update(chat_effort_fields(quirks.effort_dialect, effort))
     if quirks.send_prompt_cache_key and prompt.prompt_cache_key:
         # OpenAI routes requests to cache machines by a hash of the prefix plus this key; one key
         # per session keeps a session's requests on the machines that hold its prefix.
@@ -252,7 +255,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
-        body = render_chat_request(prompt, self.quirks, max_tokens=max_tokens, report=report)
+        body = render_chat_request(prompt, self.quirks, max_tokens=max_tokens, report=report, effort=self.effort)
         self.last_report = report
         request = dict(body, stream=True)
         if self.quirks.stream_usage:

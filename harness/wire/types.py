@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hitrate.harness.wire.effort import Effort
 from hitrate.projection.prompt import Breakpoint, Prompt
 from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.usage import Usage
@@ -111,6 +112,8 @@ class Backend(Protocol):
     model: str
     label: str
     """The model spec as the user wrote it (what the ledger calls the backend)."""
+    effort: Effort | None
+    """The reasoning effort every request asks for (None: the model's default); the session sets it."""
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult: ...
 
