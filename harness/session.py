@@ -331,8 +331,22 @@ class Session(SessionRecording, SessionCompaction):
 
     # ------------------------------------------------------------------ one model call
 
+    @property
+    def continuing(self) -> bool:
+        """The transcript ends with an assistant turn the model is to go on with (Anthropic
+        `pause_turn`): the next request sends it back as it is, with no new user turn."""
+        messages = self.transcript.messages
+        return bool(messages) and isinstance(messages[-1], AssistantMessage)
+
+    def rewind(self, keep: int, reason: str) -> None:
+        """Take the turns from message `keep` on out of the history, stored so a resume does the
+        same. The next request's history is a prefix of the last one's, so its cache still reads."""
+        self.transcript = Transcript(messages=self.transcript.messages[:keep])
+        self._log.rewind(keep, reason)
+
     def _project(self) -> Prompt:
-        context = {**self._context(), **self.extra_context}
+        # Context goes only onto a newest user turn: a paused turn goes back with none.
+        context = None if self.continuing else {**self._context(), **self.extra_context}
         return self.projector.project(
             model=self.route.model,
             tools=self.inputs.tool_specs,
@@ -403,14 +417,23 @@ class Session(SessionRecording, SessionCompaction):
         self.transcript = self.transcript.freeze_context(prompt.tail)
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
         assistant = policy.decide(step, result)
-        if assistant is not None:
+        turn = assistant
+        if assistant is not None and self.continuing:
+            # The rest of a paused turn: one assistant turn, as the provider sees it.
+            last = self.transcript.messages[-1]
+            assert isinstance(last, AssistantMessage)
+            self._log.continued(assistant)
+            assistant = AssistantMessage(content=last.content + assistant.content)
+            self.transcript = Transcript(messages=self.transcript.messages[:-1] + (assistant,))
+        elif assistant is not None:
             self._append(assistant)
+        if turn is not None:
             self.emit(
                 AssistantTurn(
                     session_id=self.id,
                     step=step,
-                    text="".join(b.text for b in assistant.content if isinstance(b, TextBlock)),
-                    tool_calls=[c.name for c in assistant.tool_calls],
+                    text="".join(b.text for b in turn.content if isinstance(b, TextBlock)),
+                    tool_calls=[c.name for c in turn.tool_calls],
                     replayed=policy.replays,
                 )
             )

@@ -7,6 +7,10 @@ Entries are only ever appended (the ledger's `messages` table), in transcript or
                       message was sent (the projection appends it to the message; stored apart so
                       no stored row ever changes)
     model             the session moved to another model: {"spec": "...", "reason": "..."}
+    rewind            the turns from `keep` on were taken out of the history: {"keep": n, "reason": "..."}
+                      (a refused turn: the provider keeps refusing a conversation that goes on from it)
+    continued         more content of the assistant turn before it (a paused turn the model went on
+                      with), as an assistant message's pydantic JSON
 
 A user message is stored before the request that carries it is sent, so a crash loses nothing that
 reached the model. Content is stored as JSON strings, which give back the same characters, so a
@@ -36,6 +40,8 @@ KIND_USER = "user"
 KIND_ASSISTANT = "assistant"
 KIND_CONTEXT = "context"
 KIND_MODEL = "model"
+KIND_REWIND = "rewind"
+KIND_CONTINUED = "continued"
 KIND_COMPACTION = "compaction"
 """The transcript was compacted: `{"keep_from": i, "summary": text}` (see projection.compaction)."""
 
@@ -62,6 +68,12 @@ class TranscriptLog:
 
     def model(self, spec: str, reason: str) -> None:
         self._append(KIND_MODEL, json.dumps({"reason": reason, "spec": spec}, sort_keys=True, ensure_ascii=False))
+
+    def rewind(self, keep: int, reason: str) -> None:
+        self._append(KIND_REWIND, json.dumps({"keep": keep, "reason": reason}, sort_keys=True, ensure_ascii=False))
+
+    def continued(self, message: AssistantMessage) -> None:
+        self._append(KIND_CONTINUED, message.model_dump_json())
 
     def compaction(self, keep_from: int, summary: str) -> None:
         self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
@@ -114,6 +126,16 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 kept = Transcript(messages=tuple(messages))
                 plan = CompactionPlan(keep_from=keep_from, dropped_tokens=0, kept_tokens=0)
                 messages = list(compacted(kept, plan, str(body["summary"])).messages)
+            elif entry.kind == KIND_REWIND:
+                keep = int(json.loads(entry.body)["keep"])
+                if not 0 <= keep <= len(messages):
+                    raise StoredTranscriptError(f"{where}: keeps {keep} of {len(messages)} messages")
+                messages = messages[:keep]
+            elif entry.kind == KIND_CONTINUED:
+                more = AssistantMessage.model_validate_json(entry.body)
+                if not messages or not isinstance(messages[-1], AssistantMessage):
+                    raise StoredTranscriptError(f"{where}: a continuation must follow an assistant message")
+                messages[-1] = AssistantMessage(content=messages[-1].content + more.content)
             elif entry.kind == KIND_MODEL:
                 switch = json.loads(entry.body)
                 model_specs.append(str(switch["spec"]))

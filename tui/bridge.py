@@ -25,6 +25,8 @@ _OUTCOME = {
     "max_cost": "stopped",
     "max_wall": "stopped",
     "max_tokens": "stopped",
+    "context_full": "stopped",
+    "refused": "refused",
 }
 
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_ERROR = 1  # a call failed for good
 EXIT_USAGE = 2  # bad model spec, missing key, unreachable server, bad workspace
-EXIT_LIMIT = 3  # a step / cost / wall-time limit stopped the agent
+EXIT_LIMIT = 3  # a step / cost / wall-time / output / context limit stopped the agent
+EXIT_REFUSED = 4  # the model refused (the refused turn was taken out of the history)
 EXIT_CANCELLED = 130
 
 _EXIT_FOR_STATUS = {
@@ -35,6 +36,8 @@ _EXIT_FOR_STATUS = {
     "max_cost": EXIT_LIMIT,
     "max_wall": EXIT_LIMIT,
     "max_tokens": EXIT_LIMIT,
+    "context_full": EXIT_LIMIT,
+    "refused": EXIT_REFUSED,
     "cancelled": EXIT_CANCELLED,
     "error": EXIT_ERROR,
 }
@@ -111,7 +114,8 @@ def run_command(
     Streams the model's text and tool activity, then a summary: tokens read from cache, written,
     fresh and output, the hit ratio, cost, and why any call missed the cache. With --resume, TASK
     continues a recorded session and the summary counts all of its calls. Exit codes: 0 done, 1 a
-    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 130 cancelled."""
+    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 4 the model refused, 130
+    cancelled."""
     from hitrate.harness.agent import AgentLimits
     from hitrate.harness.defaults import default_model
     from hitrate.harness.models import ModelSpecError, parse_model_spec

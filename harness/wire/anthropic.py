@@ -233,6 +233,18 @@ class _Collected:
                 content.append(ThinkingBlock(thinking="".join(entry["_text"]), signature=signature))
             elif kind == "redacted_thinking":
                 content.append(ThinkingBlock(thinking=entry.get("data", ""), redacted=True))
+            elif kind:
+                # A block this harness does not read (server_tool_use, web_search_tool_result, ...):
+                # kept whole, as an empty text block carrying its JSON, so it goes back to this API
+                # exactly (a paused turn is continued by sending it back as it is) and nowhere else.
+                block = {k: v for k, v in entry.items() if not k.startswith("_")}
+                if entry["_json"]:
+                    try:
+                        block["input"] = json.loads("".join(entry["_json"]))
+                    except json.JSONDecodeError:
+                        pass
+                raw = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+                content.append(TextBlock(text="", native=NativeBlock(api=API, raw=raw)))
         return AssistantMessage(content=tuple(content)) if content else None
 
 
@@ -352,6 +364,7 @@ class AnthropicBackend:
         stop_raw: str | None = None
         model = prompt.model
         response_id: str | None = None
+        stop_details: dict[str, Any] | None = None
         collected = _Collected()
         with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
             for event in call.events(self._client.messages.create(**body, stream=True)):
@@ -373,6 +386,9 @@ class AnthropicBackend:
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     delta_usage = as_raw_usage(getattr(event, "usage", None))
+                    # A refusal says why in `stop_details` (category, explanation) on this event.
+                    details = _dict(event.delta).get("stop_details")
+                    stop_details = details if isinstance(details, dict) else stop_details
         # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
         raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return call.result(
@@ -384,4 +400,5 @@ class AnthropicBackend:
             model=model,
             response_id=response_id,
             request_body=body,
+            stop_details=stop_details,
         )

@@ -316,6 +316,14 @@ def _blocks(item: dict[str, Any]) -> list[Any]:
     return []  # hosted-tool items (web search, ...) are not requested by this harness
 
 
+def _refused(item: dict[str, Any]) -> bool:
+    """Whether an output message is a refusal: a `refusal` part and no text."""
+    if item.get("type") != "message":
+        return False
+    kinds = {part.get("type") for part in item.get("content") or []}
+    return "refusal" in kinds and "output_text" not in kinds
+
+
 def _stream_failure(error: dict[str, Any], response: httpx2.Response) -> openai.APIStatusError:
     """An `error` event or a `response.failed` inside a stream that began with HTTP 200, as the SDK
     error the shared helpers read: the error code (`rate_limit_exceeded`, `server_error`, ...)
@@ -422,16 +430,26 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
         raw_usage = normalize.as_raw_usage(final.get("usage"))
         usage = normalize_usage(raw_usage, model, prompt.model, prices=self.prices)
-        blocks = [b for item in output.items(final.get("output") or []) for b in _blocks(item)]
+        items = output.items(final.get("output") or [])
+        blocks = [b for item in items for b in _blocks(item)]
         status = final.get("status")
         reason = (final.get("incomplete_details") or {}).get("reason")
         has_calls = any(isinstance(b, ToolCallBlock) for b in blocks)
+        stop = responses_stop_reason(status, reason, has_calls)
+        raw_stop = reason if status == "incomplete" and reason else status
+        details: dict[str, Any] | None = None
+        refusals = [part.get("refusal") or "" for item in items if _refused(item) for part in item.get("content") or []
+                    if part.get("type") == "refusal"]
+        if stop == "end_turn" and refusals:
+            # A refusal is a completed response whose message holds a `refusal` part instead of text.
+            stop, raw_stop, details = "refusal", "refusal", {"type": "refusal", "explanation": "".join(refusals)}
         return call.result(
             assistant=AssistantMessage(content=tuple(blocks)) if blocks else None,
             usage=usage,
             raw_usage=raw_usage,
-            stop_reason=responses_stop_reason(status, reason, has_calls),
-            raw_stop_reason=reason if status == "incomplete" and reason else status,
+            stop_reason=stop,
+            raw_stop_reason=raw_stop,
+            stop_details=details,
             model=model,
             response_id=response_id,
             request_body=request,
