@@ -1,7 +1,10 @@
 """Model specs: one syntax for choosing a backend and a model.
 
     anthropic/<model>                 Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)
-    openai/<model>                    OpenAI Chat Completions (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai/<model>                    OpenAI: the Responses API for gpt-5.6 and later (it keeps reasoning
+                                      across tool calls), Chat Completions for earlier models
+                                      (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai-chat/<model>               OpenAI Chat Completions, whatever the model
     openai-responses/<model>          OpenAI Responses API, stateless: store=false, full input every
                                       request (OPENAI_API_KEY, OPENAI_BASE_URL)
     deepseek/<model>                  DeepSeek over its OpenAI-compatible API (DEEPSEEK_API_KEY)
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import Literal
 from urllib.parse import urlparse
 
@@ -102,7 +106,24 @@ _KEY_ENV = {
     "gemini": "GEMINI_API_KEY",
 }
 
-PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini", "openai-compat", "local")
+PROVIDERS = ("anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini", "openai-compat", "local")
+
+RESPONSES_FROM = (5, 6)
+"""From this GPT version on, `openai/<model>` uses the Responses API: on Chat Completions a
+reasoning model's reasoning is dropped between tool calls (nothing in a Chat message can carry it),
+while Responses returns it as an encrypted item to send back (OpenAI reasoning guide, "Keeping
+reasoning items in context"). `openai-chat/<model>` keeps Chat Completions."""
+
+
+def openai_default_wire(model: str) -> WireApi:
+    """The wire `openai/<model>` uses: Responses for gpt-<major>.<minor> at or after RESPONSES_FROM
+    (gpt-5.6, gpt-6-sol, gpt-6.1-sol, ...), Chat Completions for everything else (gpt-5.5, gpt-4.1,
+    o3, fine-tunes, names this rule does not know)."""
+    match = re.match(r"gpt-(\d+)(?:\.(\d+))?(?:$|-)", model.lower())
+    if match is None:
+        return "openai_chat"
+    version = (int(match.group(1)), int(match.group(2) or 0))
+    return "openai_responses" if version >= RESPONSES_FROM else "openai_chat"
 
 MODEL_ALIASES: dict[str, str] = {
     "sonnet": "anthropic/claude-sonnet-5",
@@ -162,15 +183,15 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
             api_key_env=_KEY_ENV["anthropic"],
             quirks=Quirks(usage_dialect="anthropic", effort_dialect="anthropic"),
         )
-    if provider in ("openai", "deepseek", "gemini"):
-        override = env.get("OPENAI_BASE_URL") if provider == "openai" else None
-        base = override or _DEFAULT_BASE[provider]
+    if provider in ("openai", "openai-chat", "deepseek", "gemini"):
+        override = env.get("OPENAI_BASE_URL") if provider in ("openai", "openai-chat") else None
+        base = override or _DEFAULT_BASE["openai" if provider == "openai-chat" else provider]
         return ModelSpec(
             provider=provider,
             model=rest,
-            wire="openai_chat",
+            wire=openai_default_wire(rest) if provider == "openai" else "openai_chat",
             base_url=base,
-            api_key_env=_KEY_ENV[provider],
+            api_key_env=_KEY_ENV["openai" if provider == "openai-chat" else provider],
             quirks=quirks_for_openai_base_url(base),
         )
     if provider == "openai-responses":

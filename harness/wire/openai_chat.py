@@ -9,6 +9,11 @@ Layout on this wire: one system message (system text, then the project docs), th
 A user turn becomes one `tool` message per tool result followed by one `user` message with its text
 and frozen context blocks. Tool-call `arguments` are sent as the exact string the model streamed.
 
+Opaque fields go back as they came: a tool call keeps every field beyond id / type / function
+(Gemini 3's `extra_content.google.thought_signature`, required on the next request), and an
+assistant turn's reasoning goes back in the fields it arrived in (`reasoning_content`, `reasoning`,
+OpenRouter's `reasoning_details`), to the kind of server that produced it.
+
 Cache marks: only GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s, on content parts. When the
 projection planned marks for that family, every message is rendered with content-part lists (so
 adding or moving a mark never changes how a message is spelled, only the mark itself); otherwise
