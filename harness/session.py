@@ -125,6 +125,8 @@ class Session(SessionRecording, SessionCompaction):
             model_spec=route.label,
         )
         self._start(record.id, Transcript(), TranscriptLog(ledger, record.id))
+        if self.effort is not None:
+            self._log.effort(self.effort, "session start")
 
     @classmethod
     def resume(
@@ -161,9 +163,18 @@ class Session(SessionRecording, SessionCompaction):
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
         session.records = list(enumerate(stored.calls, start=1))
+        stored_effort = stored.stored.effort
         session._epochs = SessionEpochs.restored(
-            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored)
+            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored),
+            effort=stored_effort,
         )
+        if config.effort is None:
+            # No effort asked for: the session goes on with the one it had.
+            session.effort = stored_effort  # type: ignore[assignment]
+            route.backend.effort = session.effort
+        elif config.effort != stored_effort:
+            session._log.effort(config.effort, "resumed")
+            session._epoch_reason = f"resumed with effort {config.effort} (was {stored_effort or 'default'})"
         last_ok = next((c for c in reversed(stored.calls) if c.error is None), None)
         if last_ok is not None:
             inputs_ = session.inputs
@@ -322,6 +333,7 @@ class Session(SessionRecording, SessionCompaction):
         self.effort = effort
         self.route.backend.effort = effort
         self._epoch_reason = reason
+        self._log.effort(effort, reason)
 
     def close(self) -> None:
         self.route.close()
@@ -370,7 +382,7 @@ class Session(SessionRecording, SessionCompaction):
             prompt = self._project()
         self._epoch_reason = None
         route = self.route
-        epoch = self._epochs.view(prompt, reason)
+        epoch = self._epochs.view(prompt, reason, self.effort)
         if epoch.started:
             # Epochs count calls across the whole session (as a resumed session reads them back).
             self._epochs.start(epoch, route.label, len(self.records) + 1)

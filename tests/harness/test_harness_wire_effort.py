@@ -232,3 +232,27 @@ def test_run_effort_flag_and_config_key(app, fake_server, workspace, tmp_path):
     config.write_text('effort = "extreme"\n')
     result = CliRunner().invoke(app, base, env=dict(env, HITRATE_CONFIG=str(config)))
     assert result.exit_code == 2 and "config file" in result.output
+
+
+def test_a_resume_keeps_the_effort_or_starts_an_epoch_when_it_changes(fake_server, workspace, ledger):
+    session = Session(anthropic_route(fake_server), workspace, ledger=ledger, config=SessionConfig(effort="high"),
+                      sleep=lambda s: None)
+    fake_server.push(Reply(text="one", usage=USAGE_WRITE))
+    Agent(session).run("first")
+    # Resumed without an effort: the stored one goes on, in the same epoch.
+    kept = Session.resume(ledger, session.id, anthropic_route(fake_server), sleep=lambda s: None)
+    assert kept.effort == "high"
+    fake_server.push(Reply(text="two", usage=USAGE_READ))
+    Agent(kept).run("second")
+    assert fake_server.bodies("/messages")[-1]["output_config"] == {"effort": "high"}
+    assert len(kept.epochs) == 1
+    # Resumed with another effort: a new epoch, said so.
+    changed = Session.resume(ledger, session.id, anthropic_route(fake_server), config=SessionConfig(effort="low"),
+                             sleep=lambda s: None)
+    fake_server.push(Reply(text="three", usage=USAGE_WRITE))
+    Agent(changed).run("third")
+    assert fake_server.bodies("/messages")[-1]["output_config"] == {"effort": "low"}
+    assert [e.number for e in changed.epochs] == [0, 1]
+    assert changed.epochs[1].reason == "resumed with effort low (was high): effort high -> low"
+    # And the next resume reads the new effort back.
+    assert Session.resume(ledger, session.id, anthropic_route(fake_server)).effort == "low"
