@@ -423,6 +423,12 @@ class Session(SessionRecording, SessionCompaction):
             raise Cancelled(str(exc) or "cancelled") from exc
 
         explanation = self._explain(prompt, result, started_at)
+        if epoch.started and "effort" in epoch.changes and explanation.reason == "unknown":
+            # Same bytes, less read: what the changed thinking settings cost, said so.
+            explanation = explanation.model_copy(update={
+                "reason": "effort_changed", "label": "effort_changed",
+                "detail": "the reasoning effort changed; the provider keys cached messages on thinking settings",
+            })
         record = self._record(step, prompt, result, started_at, explanation, epoch)
         if prompt.tail is not None:
             self._log.context(prompt.tail)

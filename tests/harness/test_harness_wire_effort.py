@@ -182,7 +182,9 @@ def test_changing_effort_mid_session_starts_an_epoch(fake_server, workspace, led
     assert [e.number for e in session.epochs] == [0, 1]
     epoch = session.epochs[1]
     assert epoch.reason == "effort changed by the user: effort high -> low" and epoch.first_step == 2
-    assert epoch.miss_tokens is not None
+    assert epoch.miss_tokens is not None and epoch.miss_tokens > 0
+    # The bytes did not change, yet nothing was read: the miss is put down to the effort change.
+    assert [r.miss_reason for _, r in session.records] == ["cold", "effort_changed"]
     lines = summary_lines(session.summary())
     assert any(line.startswith("epoch 1 from step 2: effort changed by the user: effort high -> low") for line in lines)
     # The same effort again changes nothing.
