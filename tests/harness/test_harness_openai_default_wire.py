@@ -60,3 +60,15 @@ def test_a_run_on_openai_gpt_5_6_keeps_reasoning_across_tool_calls(fake_server, 
     reasoning = [item for item in second["input"] if item.get("type") == "reasoning"]
     assert reasoning == [{"type": "reasoning", "summary": [{"type": "summary_text", "text": "Read calc.py first."}],
                           "encrypted_content": "gAAAAB-opaque=="}]
+    # A resumed session sends the same encrypted item back, byte for byte.
+    from hitrate.store.ledger import Ledger
+
+    with Ledger(tmp_path / "l.db") as ledger:
+        session_id = ledger.calls()[0].session_id
+    fake_server.push(Reply(text="Done."))
+    result = CliRunner().invoke(app, ["run", "And now?", "--resume", session_id, "--db", str(tmp_path / "l.db")], env=env)
+    assert result.exit_code == 0, result.output
+    third = fake_server.requests[-1]
+    assert [i for i in third.json()["input"] if i.get("type") == "reasoning"] == reasoning
+    assert third.json()["model"] == "gpt-5.6" and third.path == "/v1/responses"
+    assert third.json()["reasoning"] == {"effort": "high", "summary": "auto"}  # the stored effort goes on
