@@ -5,6 +5,10 @@ reached (steps, dollars, wall time; checked before each call and after each tool
 call fails for good, or when the user cancels (a `threading.Event` or Ctrl-C). Every call made
 before the stop is already in the ledger; the result carries the session summary.
 
+A refusal ends the run too, with its own status: the run's turns are taken out of the history, as
+providers document (a conversation that goes on from a refused turn keeps being refused). A
+paused turn (Anthropic `pause_turn`) is sent back as it is, so the model goes on with it.
+
 A stop other than the model's own end leaves a turn without the model's answer. The agent closes
 it with a short assistant note saying why (`closing_note`), recorded in the transcript like any
 turn, so the next user prompt can follow it in any interface, and the model reads what happened.
@@ -185,8 +189,7 @@ class Agent:
         session = self.session
         session.emit(SessionStarted(session_id=session.id, model=session.route.label, workspace=str(session.workspace), task=task))
         session.add_user_message(task)
-        run_start = len(session.transcript.messages) - 1
-        """Where this run's turns begin: a refusal takes them all out of the history."""
+        run_start = len(session.transcript.messages) - 1  # where this run's turns begin: a refusal takes them out
         started = self.clock()
         steps = 0
         status: Status = "end_turn"

@@ -59,9 +59,10 @@ from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import SessionRecording
+from hitrate.harness.session_turns import SessionTurns, effort_miss
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
-from hitrate.harness.wire.effort import Effort, default_output_tokens
+from hitrate.harness.wire.effort import Effort
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -91,7 +92,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction):
+class Session(SessionRecording, SessionCompaction, SessionTurns):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -242,18 +243,6 @@ class Session(SessionRecording, SessionCompaction):
     # ------------------------------------------------------------------ state
 
     @property
-    def max_output_tokens(self) -> int:
-        """`max_tokens` of the next call: the configured one, else the model's default, which leaves
-        room for thinking on models that think by default, within the model's own output limit."""
-        if self.config.max_output_tokens is not None:
-            return self.config.max_output_tokens
-        entry = self.price_table.find(self.route.model)
-        return default_output_tokens(
-            thinks_by_default=entry is not None and entry.thinks_by_default,
-            max_output_tokens=entry.max_output_tokens if entry is not None else None,
-        )
-
-    @property
     def spent_usd(self) -> float:
         """Cost of the recorded calls that have a price (unpriced calls count as 0)."""
         return sum(r.cost_usd or 0.0 for _, r in self.records)
@@ -324,17 +313,6 @@ class Session(SessionRecording, SessionCompaction):
         self._epoch_reason = reason
         self._log.model(route.label, reason)
 
-    def set_effort(self, effort: Effort | None, reason: str = "effort changed by the user") -> None:
-        """Ask for another reasoning effort from the next call on. Like a model switch, the next
-        prompt starts a new epoch (a provider may key its cache on thinking settings), and its
-        first call's miss is recorded against it."""
-        if effort == self.effort:
-            return
-        self.effort = effort
-        self.route.backend.effort = effort
-        self._epoch_reason = reason
-        self._log.effort(effort, reason)
-
     def close(self) -> None:
         self.route.close()
 
@@ -342,19 +320,6 @@ class Session(SessionRecording, SessionCompaction):
         return summarize(self.id, self.route.label, self.records, self.epochs, status=status, steps=steps)
 
     # ------------------------------------------------------------------ one model call
-
-    @property
-    def continuing(self) -> bool:
-        """The transcript ends with an assistant turn the model is to go on with (Anthropic
-        `pause_turn`): the next request sends it back as it is, with no new user turn."""
-        messages = self.transcript.messages
-        return bool(messages) and isinstance(messages[-1], AssistantMessage)
-
-    def rewind(self, keep: int, reason: str) -> None:
-        """Take the turns from message `keep` on out of the history, stored so a resume does the
-        same. The next request's history is a prefix of the last one's, so its cache still reads."""
-        self.transcript = Transcript(messages=self.transcript.messages[:keep])
-        self._log.rewind(keep, reason)
 
     def _project(self) -> Prompt:
         # Context goes only onto a newest user turn: a paused turn goes back with none.
@@ -422,29 +387,14 @@ class Session(SessionRecording, SessionCompaction):
             self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
             raise Cancelled(str(exc) or "cancelled") from exc
 
-        explanation = self._explain(prompt, result, started_at)
-        if epoch.started and "effort" in epoch.changes and explanation.reason == "unknown":
-            # Same bytes, less read: what the changed thinking settings cost, said so.
-            explanation = explanation.model_copy(update={
-                "reason": "effort_changed", "label": "effort_changed",
-                "detail": "the reasoning effort changed; the provider keys cached messages on thinking settings",
-            })
+        explanation = effort_miss(self._explain(prompt, result, started_at), epoch)
         record = self._record(step, prompt, result, started_at, explanation, epoch)
         if prompt.tail is not None:
             self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
-        assistant = policy.decide(step, result)
-        turn = assistant
-        if assistant is not None and self.continuing:
-            # The rest of a paused turn: one assistant turn, as the provider sees it.
-            last = self.transcript.messages[-1]
-            assert isinstance(last, AssistantMessage)
-            self._log.continued(assistant)
-            assistant = AssistantMessage(content=last.content + assistant.content)
-            self.transcript = Transcript(messages=self.transcript.messages[:-1] + (assistant,))
-        elif assistant is not None:
-            self._append(assistant)
+        turn = policy.decide(step, result)
+        assistant = self._add_reply(turn) if turn is not None else None
         if turn is not None:
             self.emit(
                 AssistantTurn(
