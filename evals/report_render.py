@@ -110,13 +110,15 @@ def tables(report: Report) -> Group:
         # With one model for all blocks, it is named once under the table, not in every header.
         return b.key.label.split(" · ", 1)[-1] if shared_model is not None and b.key.model else b.key.label
 
+    # Labels, model names, task outcomes and miss reasons come from users and models: each cell
+    # is a `Text`, so a `[/]` or `[link=...]` in one shows as typed instead of being read as markup.
     for b in report.blocks:
-        summary.add_column(label_of(b), justify="right", overflow="fold")
+        summary.add_column(Text(label_of(b)), justify="right", overflow="fold")
     outcome_names = sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order)
     columns = token_columns([b.tokens for b in report.blocks])
 
     def row(label: str, cells: list[str], *, end_section: bool = False) -> None:
-        summary.add_row(label, *cells, end_section=end_section)
+        summary.add_row(Text(label), *map(Text, cells), end_section=end_section)
 
     blocks = report.blocks
     row("tasks", [str(b.n_tasks) + (f" ({b.n_tasks - b.n_scored} not scored)" if b.n_tasks > b.n_scored else "") for b in blocks])
@@ -168,7 +170,7 @@ def tables(report: Report) -> Group:
         if not b.miss_reasons:
             misses.add_row("  (no misses)", "", "", "", "")
         for r in b.miss_reasons:
-            misses.add_row(f"  {r.reason}", str(r.calls), f"{r.tokens:,}", money(r.cost_usd), "; ".join(r.examples))
+            misses.add_row(*map(Text, (f"  {r.reason}", str(r.calls), f"{r.tokens:,}", money(r.cost_usd), "; ".join(r.examples))))
     miss_title = Text("calls with a miss, by reason" + (f" (costs {report.price_label})" if report.price_label else ""), style="bold")
     miss_note = Text("tokens: prompt tokens the misses paid as writes or fresh input; cost: what they cost over a hit.",
                      style="dim")

@@ -186,5 +186,5 @@ def _first_error(exc: ValueError) -> str:
 def _fail(console: Console, message: str) -> NoReturn:
     from rich.markup import escape
 
-    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    console.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
