@@ -53,8 +53,11 @@ def add_command(target: typer.Typer, name: str, callback: Callable[..., Any]) ->
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """Print `error: message` to stderr and exit with `code`."""
-    typer.echo(f"error: {message}", err=True)
+    """Print `error: message` to stderr and exit with `code`. The message may quote a server or a
+    model (an API error body): its control characters are shown, not sent to the terminal."""
+    from hitrate.harness.terminal_text import visible
+
+    typer.echo(f"error: {visible(message)}", err=True)
     raise typer.Exit(code)
 
 

@@ -214,6 +214,7 @@ def _pick_session(ledger_path: Path) -> str | None:
     """`--resume` without an id: list recent sessions; on a terminal, ask which one."""
     from hitrate.harness.commands.format import console, money, percent
     from hitrate.harness.commands.sessions import recent_sessions, short_id_length
+    from hitrate.harness.terminal_text import visible
     from hitrate.store.ledger import Ledger
 
     if not ledger_path.is_file():
@@ -229,9 +230,9 @@ def _pick_session(ledger_path: Path) -> str | None:
         t = s.summary.totals if s.summary else None
         when = s.started_at.strftime("%Y-%m-%d %H:%M") if s.started_at else "-"
         figures = f"{t.calls} calls, {percent(t.hit_ratio)} hit, {money(t.cost_usd)}" if t else ""
-        out.print(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}", overflow="ellipsis", no_wrap=True)
+        out.print(visible(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}"), overflow="ellipsis", no_wrap=True)
         if s.first_prompt:
-            out.print(f"    {s.first_prompt}", overflow="ellipsis", no_wrap=True, style="dim")
+            out.print(f"    {visible(s.first_prompt)}", overflow="ellipsis", no_wrap=True, style="dim")
     if not sys.stdin.isatty():
         out.print("continue one with: hitrate run --resume <id or its first characters> \"next instruction\"")
         return None
