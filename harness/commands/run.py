@@ -219,7 +219,7 @@ def _pick_session(ledger_path: Path) -> str | None:
 
     if not ledger_path.is_file():
         _fail(f"no sessions to resume: there is no ledger at {ledger_path}")
-    with Ledger(ledger_path) as ledger:
+    with Ledger(ledger_path, read_only=True) as ledger:
         sessions = recent_sessions(ledger, limit=10)
     if not sessions:
         _fail(f"no sessions to resume in {ledger_path}")
