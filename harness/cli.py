@@ -143,8 +143,14 @@ def bare_options_as_empty(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    from hitrate.harness.defaults import apply_redaction_config
+
     _register_all(app)
     sys.argv = bare_options_as_empty(sys.argv)
+    try:
+        apply_redaction_config()
+    except ValueError as exc:
+        fail(str(exc), 2)
     try:
         app()
     except Exception as exc:
