@@ -134,8 +134,9 @@ class _Renderer(OpenAIContent):
 def reasoning_fields(raw: str) -> dict[str, Any]:
     """The assistant-message fields a stored Chat reasoning block re-sends: `reasoning_content`
     (DeepSeek, vLLM, SGLang), `reasoning` (OpenRouter, newer vLLM), `reasoning_details` (OpenRouter's
-    structured reasoning, signatures and encrypted blocks, to be passed back unchanged). An older
-    stored block is a bare JSON string: DeepSeek's `reasoning_content`."""
+    structured reasoning, signatures and encrypted blocks, to be passed back unchanged),
+    `extra_content` (Gemini's thought signature on a reply without tool calls). An older stored
+    block is a bare JSON string: DeepSeek's `reasoning_content`."""
     value = json.loads(raw)
     if isinstance(value, str):
         return {"reasoning_content": value}
@@ -255,6 +256,9 @@ class _Reply:
         self.reasoning_details: list[dict[str, Any]] = []
         self.refusal: list[str] = []
         self.calls: dict[int, _ToolCallParts] = {}
+        self.extra_content: Any = None
+        """Gemini 3: the message's own `extra_content` (a thought signature on a text reply), which
+        Google asks to be sent back as received."""
 
     def add(self, delta: Any, timer: StreamTimer, on_text: TextSink | None) -> None:
         extra = delta.model_extra or {}
@@ -263,6 +267,8 @@ class _Reply:
             if isinstance(piece, str) and piece:
                 timer.content_arrived()
                 self.reasoning.setdefault(name, []).append(piece)
+        if extra.get("extra_content") is not None:
+            self.extra_content = extra["extra_content"]
         if extra.get("reasoning_details"):
             timer.content_arrived()
             merge_reasoning_details(self.reasoning_details, extra["reasoning_details"])
@@ -297,6 +303,8 @@ class _Reply:
         fields: dict[str, Any] = {name: "".join(pieces) for name, pieces in self.reasoning.items()}
         if self.reasoning_details:
             fields["reasoning_details"] = self.reasoning_details
+        if self.extra_content is not None:
+            fields["extra_content"] = self.extra_content
         if fields:
             thinking = "".join(v for k, v in fields.items() if k in REASONING_TEXT_FIELDS) or _details_text(self.reasoning_details)
             raw = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))

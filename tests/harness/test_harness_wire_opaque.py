@@ -79,6 +79,24 @@ def test_gemini_thought_signature_goes_back_on_the_next_request_and_after_resume
     assert again["tool_calls"][0]["extra_content"] == {"google": {"thought_signature": SIGNATURE_A}}
 
 
+def test_gemini_signature_on_a_text_reply_goes_back_on_the_message(fake_server, workspace, ledger):
+    host = "https://generativelanguage.googleapis.com/v1beta/openai/"
+    model = "gemini-3.5-flash"
+    signature = {"google": {"thought_signature": "CrICAdHtim827fQ=="}}
+    stream = [
+        # Seen on the wire: a text reply carries the signature on the first delta itself.
+        chunk(model, {"role": "assistant", "content": "It subtracts.", "extra_content": signature}),
+        chunk(model, {}, "stop"),
+        usage_chunk(model),
+    ]
+    session = session_for(chat_route(fake_server, f"gemini/{model}", host), workspace, ledger)
+    fake_server.push(RawStream(stream), Reply(text="ok"))
+    Agent(session, limits=LIMITS).run("What does add do?")
+    Agent(session, limits=LIMITS).run("Thanks")
+    assistant = next(m for m in fake_server.bodies("/chat/completions")[1]["messages"] if m["role"] == "assistant")
+    assert assistant == {"role": "assistant", "content": "It subtracts.", "extra_content": signature}
+
+
 # ------------------------------------------------------------------------------------------------
 # DeepSeek thinking mode: reasoning_content on every tool turn; `reasoning` read too
 # ------------------------------------------------------------------------------------------------
