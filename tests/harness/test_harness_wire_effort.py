@@ -258,3 +258,30 @@ def test_a_resume_keeps_the_effort_or_starts_an_epoch_when_it_changes(fake_serve
     assert changed.epochs[1].reason == "resumed with effort low (was high): effort high -> low"
     # And the next resume reads the new effort back.
     assert Session.resume(ledger, session.id, anthropic_route(fake_server)).effort == "low"
+
+
+@pytest.mark.slow
+def test_the_engine_server_takes_effort_on_both_wires(tmp_path, workspace, ledger):
+    """The bundled engine's models do not reason, yet a client that sends an effort (any
+    Anthropic- or OpenAI-compatible tool would) is served, not refused."""
+    from hitrate.engine.tiny import build_tiny_model
+    from hitrate.harness.local_backend import LocalEngineServer
+    from hitrate.harness.router import Route
+
+    tiny = build_tiny_model(tmp_path / "tiny", "llama", vocab_size=512, hidden=32, layers=2, heads=2, kv_heads=1,
+                            max_positions=4096, seed=0)
+    server = LocalEngineServer(str(tiny))
+    url = server.start()
+    try:
+        chat_backend = OpenAIChatBackend(model=str(tiny), api_key="unused", base_url=f"{url}/v1",
+                                         quirks=quirks_for_openai_base_url(url))
+        anthropic_backend = AnthropicBackend(model=str(tiny), api_key="local", base_url=url)  # effort_dialect "anthropic"
+        for backend in (chat_backend, anthropic_backend):
+            backend.effort = "high"
+            result = backend.call(prompt(str(tiny)), max_tokens=4)
+            assert result.stop_reason in ("end_turn", "max_tokens")
+            sent = result.request_body
+            assert sent.get("reasoning_effort") == "high" or sent.get("output_config") == {"effort": "high"}
+            backend.close()
+    finally:
+        server.stop()
