@@ -1,4 +1,4 @@
-"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /clear,
+"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /effort, /clear,
 /resume, /approve, and bad input."""
 
 from __future__ import annotations
@@ -210,7 +210,6 @@ async def test_compact_summarizes_the_history_and_goes_on(make_app, ledger):
 
 
 async def test_effort_switch_asks_every_later_call_and_starts_an_epoch(make_app):
-
     app = make_app({SPEC: [{"text": "One."}, {"text": "Two."}]})
     async with app.run_test(size=(120, 40)) as pilot:
         await one_turn(pilot, "hello", 1)
