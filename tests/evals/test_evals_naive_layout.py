@@ -142,3 +142,18 @@ def test_naive_first_call_that_reads_another_tasks_tools_is_recorded_cold(tmp_pa
     assert call.miss_reason == "cold"
     assert call.miss_tokens == call.usage.prompt_tokens - call.usage.cache_read > 0
     assert all(c.miss_reason == "cold" for c in firsts)
+
+
+def test_an_effort_change_is_an_epoch_in_the_naive_layout_too():
+    from hitrate.evals.naive import NaiveAssembler
+    from hitrate.projection.caching import CacheRules
+    from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
+
+    assembler = NaiveAssembler(CacheRules(family="anthropic"))
+    transcript = Transcript().append(UserMessage(content=(TextBlock(text="hi"),)))
+    args = dict(model="m", tools=[], system="s", transcript=transcript)
+    first = assembler.project(**args, effort="high")
+    same = assembler.project(**args, effort="high")
+    changed = assembler.project(**args, effort="low")
+    assert first.epoch_started and not same.epoch_started and changed.epoch_started
+    assert changed.epoch.changes == ("effort",) and changed.epoch.reason == "effort high -> low"
