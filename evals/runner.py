@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from hitrate.evals.attempt import RunContext, TaskAttempt, TaskJob, TaskResult
+from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
 from hitrate.evals.nonce import run_nonce
 from hitrate.evals.replay import FINISHED_OUTCOMES, ReplayError, recorded_sequences
 from hitrate.evals.settings import EvalSettings, RouterRoutes, RouteSource
@@ -80,6 +81,8 @@ class EvalRun(BaseModel):
     """Tasks run by this invocation, in suite order."""
     skipped: list[str]
     """Tasks a resumed run had already finished."""
+    unavailable: dict[str, str] = {}
+    """Tasks of the suite that cannot run on this machine, with why (not run, not in the ledger)."""
 
 
 def select_tasks(suite: Suite, settings: EvalSettings) -> list[Task]:
@@ -140,7 +143,7 @@ def _start_or_resume(
     run_id = run_id or new_id()
     if settings.cache_mode == "cold" and settings.nonce is None:
         settings = settings.model_copy(update={"nonce": run_nonce(run_id)})
-    label = settings.label or f"{Path(settings.suite).name} · {settings.model} · {settings.layout} · {settings.cache_mode}"
+    label = settings.label or f"{Path(settings.suite.rpartition(':')[2]).name} · {settings.model} · {settings.layout} · {settings.cache_mode}"
     config = {
         "kind": RUN_KIND,
         "settings": settings.model_dump(mode="json"),
@@ -152,6 +155,11 @@ def _start_or_resume(
         "tries": settings.tries,
         "shard": settings.shard,
     }
+    # Which tasks of the suite cannot run on this machine: a report of the run's pass rate can say
+    # what its denominator left out.
+    unavailable = load_suite(resolve_suite(settings.suite, repos=settings.repos)).unavailable
+    if unavailable:
+        config["unavailable"] = unavailable
     try:
         ledger.get_run(run_id)
     except KeyError:
@@ -198,14 +206,14 @@ def run_eval(
     with Ledger(db_path) as ledger:
         run, settings = _start_or_resume(ledger, settings, resume, run_id)
         try:
-            suite = load_suite(Path(settings.suite))
+            suite = load_suite(resolve_suite(settings.suite, repos=settings.repos))
             tasks = select_tasks(suite, settings)
             sequences = None
             if settings.policy == "replay" and settings.replay_from:
                 sequences = recorded_sequences(ledger, settings.replay_from)
                 _check_recorded(settings.replay_from, tasks, sequences)
             jobs, skipped = _plan(ledger, run.id, tasks)
-        except (ReplayError, EvalError, OSError, ValueError):
+        except (ReplayError, EvalError, BenchmarkError, OSError, ValueError):
             if resume is None:
                 ledger.finish_run(run.id, status="failed")
             raise
@@ -239,7 +247,9 @@ def run_eval(
             routes.close()
     status = _final_status(db_path, run.id, tasks, interrupted)
     ordered = [results[t.id] for t in tasks if t.id in results]
-    return EvalRun(run_id=run.id, settings=settings, status=status, results=ordered, skipped=skipped)
+    return EvalRun(
+        run_id=run.id, settings=settings, status=status, results=ordered, skipped=skipped, unavailable=suite.unavailable
+    )
 
 
 def _execute(

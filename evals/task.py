@@ -316,7 +316,8 @@ def _check_pytest_layout(task: Task) -> None:
 def load_suite(path: Path) -> Suite:
     """Load every task folder under `path` (sub-folders starting with '.' or '_' are skipped).
 
-    Raises SuiteFormatError listing every malformed task, or if `path` holds no task at all.
+    Raises SuiteFormatError listing every malformed task, or if `path` holds no task at all (a
+    converted benchmark whose instances all failed to convert lists them as unavailable instead).
     """
     path = Path(path)
     if not path.is_dir():
@@ -332,11 +333,11 @@ def load_suite(path: Path) -> Suite:
             errors.append(exc)
     if errors:
         raise SuiteFormatError(path, errors)
-    if not tasks:
+    unavailable = _unconverted(path)
+    if not tasks and not unavailable:
         raise SuiteFormatError(path, problem="no task folders found")
     from hitrate.evals.requirements import unmet  # reads PATH and probes the container runtime
 
-    unavailable = _unconverted(path)
     unavailable.update({t.id: reason for t in tasks if (reason := unmet(t.spec.grader)) is not None})
     runnable = [t for t in tasks if t.id not in unavailable]
     return Suite(name=path.name, root=path, tasks=runnable, unavailable=unavailable)

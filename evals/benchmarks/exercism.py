@@ -72,10 +72,12 @@ def find_exercises(source: Path) -> list[Path]:
 
 
 def _track(exercise: Path, solution_files: list[str]) -> str:
+    """The track: the folder above `exercises/` when it names one (a polyglot checkout), else the
+    language of the solution files (a track cloned under another name, a lone exercise)."""
     parts = exercise.parts
     if "exercises" in parts:
         index = parts.index("exercises")
-        if index > 0:
+        if index > 0 and (parts[index - 1].lower() == "python" or parts[index - 1].lower() in TRACKS):
             return parts[index - 1].lower()
     for rel in solution_files:
         track = SUFFIX_TRACK.get(Path(rel).suffix)
