@@ -16,6 +16,7 @@ one engine server that every worker's requests go to.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -83,6 +84,8 @@ class EvalRun(BaseModel):
     """Tasks a resumed run had already finished."""
     unavailable: dict[str, str] = {}
     """Tasks of the suite that cannot run on this machine, with why (not run, not in the ledger)."""
+    errors: dict[str, str] = {}
+    """Tasks left unfinished because their executor failed them (a Ray worker that kept dying)."""
 
 
 def select_tasks(suite: Suite, settings: EvalSettings) -> list[Task]:
@@ -182,6 +185,38 @@ def _check_recorded(replay_from: str, tasks: list[Task], sequences: dict[str, An
     )
 
 
+@dataclasses.dataclass
+class RunPlan:
+    """A started (or resumed) run: its ledger row, settings, tasks, and what is left to do."""
+
+    run: RunRecord
+    settings: EvalSettings
+    suite: Suite
+    tasks: list[Task]
+    sequences: dict[str, Any] | None
+    jobs: list[TaskJob]
+    skipped: list[str]
+
+
+def prepare_run(db_path: Path, settings: EvalSettings | None, resume: str | None, run_id: str | None) -> RunPlan:
+    """Start or resume the run in the ledger and plan its tasks (whichever executor runs them)."""
+    with Ledger(db_path) as ledger:
+        run, settings = _start_or_resume(ledger, settings, resume, run_id)
+        try:
+            suite = load_suite(resolve_suite(settings.suite, repos=settings.repos))
+            tasks = select_tasks(suite, settings)
+            sequences = None
+            if settings.policy == "replay" and settings.replay_from:
+                sequences = recorded_sequences(ledger, settings.replay_from)
+                _check_recorded(settings.replay_from, tasks, sequences)
+            jobs, skipped = _plan(ledger, run.id, tasks)
+        except (ReplayError, EvalError, BenchmarkError, OSError, ValueError):
+            if resume is None:
+                ledger.finish_run(run.id, status="failed")
+            raise
+    return RunPlan(run=run, settings=settings, suite=suite, tasks=tasks, sequences=sequences, jobs=jobs, skipped=skipped)
+
+
 def run_eval(
     settings: EvalSettings | None,
     *,
@@ -203,20 +238,9 @@ def run_eval(
     db_path = Path(db_path)
     observer = observer or QuietObserver()
     user_cancel = cancel or threading.Event()
-    with Ledger(db_path) as ledger:
-        run, settings = _start_or_resume(ledger, settings, resume, run_id)
-        try:
-            suite = load_suite(resolve_suite(settings.suite, repos=settings.repos))
-            tasks = select_tasks(suite, settings)
-            sequences = None
-            if settings.policy == "replay" and settings.replay_from:
-                sequences = recorded_sequences(ledger, settings.replay_from)
-                _check_recorded(settings.replay_from, tasks, sequences)
-            jobs, skipped = _plan(ledger, run.id, tasks)
-        except (ReplayError, EvalError, BenchmarkError, OSError, ValueError):
-            if resume is None:
-                ledger.finish_run(run.id, status="failed")
-            raise
+    plan = prepare_run(db_path, settings, resume, run_id)
+    run, settings, suite, tasks, sequences = plan.run, plan.settings, plan.suite, plan.tasks, plan.sequences
+    jobs, skipped = plan.jobs, plan.skipped
     own_routes = routes is None
     routes = routes or RouterRoutes(settings.model, env=env)
     ctx = RunContext(
@@ -245,7 +269,7 @@ def run_eval(
     finally:
         if own_routes:
             routes.close()
-    status = _final_status(db_path, run.id, tasks, interrupted)
+    status = final_status(db_path, run.id, tasks, interrupted)
     ordered = [results[t.id] for t in tasks if t.id in results]
     return EvalRun(
         run_id=run.id, settings=settings, status=status, results=ordered, skipped=skipped, unavailable=suite.unavailable
@@ -310,7 +334,7 @@ def _execute(
     return user_cancel.is_set()
 
 
-def _final_status(db_path: Path, run_id: str, tasks: list[Task], interrupted: bool) -> str:
+def final_status(db_path: Path, run_id: str, tasks: list[Task], interrupted: bool) -> str:
     with Ledger(db_path) as ledger:
         outcomes: dict[str, set[str]] = {}
         for row in ledger.tasks(run_id=run_id):

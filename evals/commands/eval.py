@@ -39,6 +39,11 @@ class PolicyChoice(StrEnum):
     replay = "replay"
 
 
+class ExecutorChoice(StrEnum):
+    threads = "threads"
+    ray = "ray"
+
+
 def register(app: typer.Typer) -> None:
     add_command(app, "eval", eval_command)
 
@@ -142,6 +147,9 @@ def eval_command(
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each task's workspace copy (its path goes in the task's ledger detail).")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Print the run's report at the end.")] = True,
+    executor: Annotated[ExecutorChoice, typer.Option("--executor", help="threads: --workers threads here; ray: one Ray task per task, on $RAY_ADDRESS or a local Ray cluster (the 'cluster' extra).")] = ExecutorChoice.threads,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="With --executor ray: the cluster to join (default: $RAY_ADDRESS, else a local one).")] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="With --executor ray: how often a task that ended in an infra error is run again.")] = 2,
 ) -> None:
     """Run the agent over SUITE and grade every task with its hidden tests.
 
@@ -208,8 +216,14 @@ def eval_command(
     title = "eval" if settings is None else f"eval {settings.layout} · {settings.cache_mode}"
     try:
         with RichProgress(title, console=console) as progress:
-            result = run_eval(settings, db_path=db_path, resume=resume, run_id=run_id, workers=workers, observer=progress, cancel=cancel,
-                              keep_workspaces=keep_workspaces)  # fmt: skip
+            if executor is ExecutorChoice.ray:
+                from hitrate.evals.ray_executor import run_eval_ray
+
+                result = run_eval_ray(settings, db_path=db_path, resume=resume, run_id=run_id, address=ray_address, retries=retries,
+                                      observer=progress, cancel=cancel)  # fmt: skip
+            else:
+                result = run_eval(settings, db_path=db_path, resume=resume, run_id=run_id, workers=workers, observer=progress, cancel=cancel,
+                                  keep_workspaces=keep_workspaces)  # fmt: skip
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: finished tasks are recorded; `hitrate eval --resume <run>` runs the rest")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -228,6 +242,8 @@ def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool
         + (f", {len(result.skipped)} already finished" if result.skipped else ""),
         highlight=False,
     )
+    for task_id, error in sorted(result.errors.items()):
+        console.print(f"  {task_id}: unfinished: {escape(error[:200])}", highlight=False)
     for task_id, reason in sorted(result.unavailable.items()):
         console.print(f"  {task_id}: unavailable here: {escape(reason)}", highlight=False)
     for item in result.results:
