@@ -64,7 +64,18 @@ def run_task_remote(payload: dict[str, Any]) -> dict[str, Any]:
     with Ledger(shard) as ledger:
         ledger.start_run(payload["run_label"], payload["run_config"], run_id=run_id)
         ledger.start_task(task.id, run_id, task_id=row_id, detail={"suite_task": task.id, "worker_pid": os.getpid()})
-    events: list[dict[str, Any]] = []
+    unsent: list[dict[str, Any]] = []
+    progress = payload.get("progress")
+
+    def on_call(_name: str, event: CallRecorded) -> None:
+        # Live to the driver's progress bar through the run's queue; kept for the result when the
+        # queue cannot take it.
+        data = event.model_dump(mode="json")
+        try:
+            progress.put_nowait((task.id, data))
+        except Exception:
+            unsent.append(data)
+
     sequences = None
     if payload.get("turns") is not None:
         sequences = {task.id: [[RecordedTurn.model_validate(t) for t in attempt] for attempt in payload["turns"]]}
@@ -75,7 +86,7 @@ def run_task_remote(payload: dict[str, Any]) -> dict[str, Any]:
         db_path=shard,
         routes=routes,
         sequences=sequences,
-        on_call=lambda _name, event: events.append(event.model_dump(mode="json")),
+        on_call=on_call,
     )
     job = TaskJob(task=task, ledger_task_id=row_id, previous_attempts=list(payload.get("previous_attempts") or []))
     try:
@@ -93,7 +104,7 @@ def run_task_remote(payload: dict[str, Any]) -> dict[str, Any]:
         data = conn.serialize()
     finally:
         conn.close()
-    return {"result": result.model_dump(mode="json") if result else None, "shard": shard.name, "data": data, "events": events}
+    return {"result": result.model_dump(mode="json") if result else None, "shard": shard.name, "data": data, "events": unsent}
 
 
 def _ray():
@@ -134,6 +145,20 @@ def run_eval_ray(
         extra = {} if address else {"include_dashboard": False}
         ray.init(address=address, log_to_driver=False, **extra)
     remote = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(run_task_remote)
+    from ray.util.queue import Empty, Queue
+
+    # The calls every worker makes, as they are made: the progress bar's cost and hit ratio move
+    # while tasks run. The queue's actor takes no CPU away from the tasks.
+    progress = Queue(actor_options={"num_cpus": 0})
+
+    def drain() -> None:
+        try:
+            items = progress.get_nowait_batch(progress.qsize())
+        except Empty:
+            return
+        for name, event in items:
+            observer.call_recorded(name, CallRecorded.model_validate(event))
+
     shards = shard_folder(db_path, run.id)
     shards.mkdir(parents=True, exist_ok=True)
     base = {
@@ -142,6 +167,7 @@ def run_eval_ray(
         "run_label": run.label,
         "run_config": run.config,
         "shard_dir": str(shards),
+        "progress": progress,
     }
 
     def submit(job: TaskJob, row_id: str) -> Any:
@@ -165,6 +191,7 @@ def run_eval_ray(
             if user_cancel.is_set():
                 raise KeyboardInterrupt
             done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+            drain()
             for ref in done:
                 job, row_id, retried = pending.pop(ref)
                 try:
@@ -190,6 +217,8 @@ def run_eval_ray(
         for ref in pending:
             ray.cancel(ref, force=True)
     finally:
+        drain()
+        ray.kill(progress.actor)
         _merge_leftovers(db_path, shards)
     status = final_status(db_path, run.id, plan.tasks, interrupted)
     ordered = [results[t.id] for t in plan.tasks if t.id in results]

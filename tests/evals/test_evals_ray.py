@@ -125,6 +125,27 @@ def test_ray_run_merges_shards_retries_a_killed_worker_and_resumes(cluster, tmp_
         server.stop()
 
 
+class Seen:
+    """A run observer that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.finished: list[str] = []
+        self.started: tuple[int, int] | None = None
+
+    def run_started(self, run_id, total, skipped):
+        self.started = (total, skipped)
+
+    def task_started(self, name):
+        pass
+
+    def call_recorded(self, name, event):
+        self.calls.append(event.call_id)
+
+    def task_finished(self, result):
+        self.finished.append(result.name)
+
+
 def test_ray_runs_the_swebench_examples(cluster, tmp_path):
     server = fake.FakeLLMServer(default=lambda record: fake.Reply(text="ok")).start()
     try:
@@ -134,8 +155,14 @@ def test_ray_runs_the_swebench_examples(cluster, tmp_path):
             model=f"openai-compat/fake@{server.url}/v1",
             policy="replay",
         )
-        result = run_eval_ray(settings, db_path=tmp_path / "runs.db")
+        seen = Seen()
+        result = run_eval_ray(settings, db_path=tmp_path / "runs.db", observer=seen)
         assert result.status == "finished"
         assert [r.outcome for r in result.results] == ["pass", "pass"]
+        # The progress bar heard of every call the workers recorded, and of both outcomes.
+        with Ledger(tmp_path / "runs.db") as ledger:
+            assert sorted(seen.calls) == sorted(c.id for c in ledger.calls(run_id=result.run_id))
+        assert sorted(seen.finished) == ["hitrate-fixtures-tinycalc-1", "hitrate-fixtures-tinycalc-2"]
+        assert seen.started == (2, 0)
     finally:
         server.stop()
