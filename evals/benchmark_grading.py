@@ -143,6 +143,16 @@ def _official_grading():
 
 
 def _grade_swebench(task: Task, grader: SwebenchGrader, source: Path, work_dir: Path, root: Path, limit: float) -> GradeResult:
+    from hitrate.evals.requirements import in_official_image
+
+    if in_official_image(grader):
+        from hitrate.evals.swebench_image import grade_in_image
+
+        # The official eval script restores the test files and applies the test patch itself.
+        started = time.monotonic()
+        result = grade_in_image(task, grader, work_dir, root, limit)
+        changed = [f"edited test file {rel}" for rel in grader.test_files if _differs(source / rel, task.workspace_dir / rel)]
+        return result.model_copy(update={"duration_s": round(time.monotonic() - started, 3), "suspicious_changes": changed})
     _restore_test_files(task, grader, work_dir)
     patch_error = apply_patch(task.tests_dir / "test.patch", work_dir)
     official = _official_grading()

@@ -42,6 +42,22 @@ def container_runtime() -> tuple[str | None, str]:
     return None, "; ".join(reasons)
 
 
+def official_harness() -> bool:
+    """Whether the official SWE-bench harness (the `swebench` extra, with its docker client) imports."""
+    try:
+        import docker  # noqa: F401
+        import swebench.harness.run_evaluation  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def in_official_image(grader: SwebenchGrader) -> bool:
+    """SWE-bench grades in the instance's official image when it names one (with its eval script),
+    a container runtime answers and the official harness is installed; else in the local sandbox."""
+    return bool(grader.image and grader.eval_script) and container_runtime()[0] is not None and official_harness()
+
+
 def unmet(grader: Grader | None) -> str | None:
     """Why a task with this grader cannot run here; None when it can."""
     if grader is None:
@@ -50,12 +66,14 @@ def unmet(grader: Grader | None) -> str | None:
         missing = [p for p in grader.requires if shutil.which(p) is None]
         return f"the {grader.language} toolchain is not on PATH (missing: {', '.join(missing)})" if missing else None
     if isinstance(grader, SwebenchGrader):
-        if grader.local_blocker is None:
+        if grader.local_blocker is None or in_official_image(grader):
             return None
+        if not (grader.image and grader.eval_script):
+            return f"{grader.local_blocker}; the instance names no official image and eval script to grade it in"
         runtime, why = container_runtime()
         if runtime is None:
             return f"{grader.local_blocker}, and no container runtime is reachable for its official image ({why})"
-        return f"{grader.local_blocker}; grading in the official SWE-bench image is not supported by this version"
+        return f"{grader.local_blocker}; grading in its official image needs the swebench extra (pip install 'hitrate[swebench]')"
     if isinstance(grader, HarborGrader):
         runtime, why = container_runtime()
         if runtime is None:

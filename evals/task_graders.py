@@ -66,6 +66,9 @@ class SwebenchGrader(BaseModel):
     """The official harness's default per-instance timeout."""
     image: str | None = None
     """The instance's official image, when the JSONL names one."""
+    eval_script: str | None = None
+    """The instance's official eval script (SWE-bench 5 datasets carry one with the image): with a
+    container runtime and the `swebench` extra, the official harness grades in that image."""
     local_blocker: str | None = None
     """Why the instance cannot be graded in the local sandbox (None: it can)."""
 

@@ -64,6 +64,7 @@ class SwebenchInstance(BaseModel):
     version: str = ""
     difficulty: str | None = None
     image: str | None = None
+    eval_script: str | None = None
     log_parser: str | None = None
     eval_type: str | None = None
 
@@ -227,6 +228,8 @@ def convert_instance(instance: SwebenchInstance, out: Path, repo_path: Path, scr
     }
     if instance.image:
         grader["image"] = instance.image
+    if instance.eval_script:
+        grader["eval_script"] = instance.eval_script
     blocker = _local_blocker(instance, workspace)
     if blocker:
         grader["local_blocker"] = blocker

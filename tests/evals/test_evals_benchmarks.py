@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,96 @@ def test_replayed_runs_of_the_examples_pass_and_record_what_could_not_run(tmp_pa
     # Resuming finds the same converted tasks and has nothing left to do.
     again = run_eval(None, db_path=db, resume=runs["swebench"].run_id, routes=FakeRoutes(PrefixCacheBackend()))
     assert again.results == [] and len(again.skipped) == 2
+
+
+# ---- SWE-bench in the official image ------------------------------------------------------------
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_model_patch_turns_the_base_tree_into_the_workspace(tmp_path):
+    from hitrate.evals.swebench_image import model_patch
+
+    base, changed = tmp_path / "base", tmp_path / "changed"
+    for rel, data in {"a.txt": b"one\ntwo\n", "pkg/b.py": b"x = 1\n", "blob.bin": bytes(range(256))}.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_bytes(data)
+    shutil.copytree(base, changed)
+    (changed / "a.txt").write_bytes(b"one\n2\n")
+    (changed / "pkg/b.py").unlink()
+    (changed / "new").mkdir()
+    (changed / "new/c.py").write_bytes(b"print('c')\n")
+    (changed / "blob.bin").write_bytes(bytes(reversed(range(256))))
+    patch = model_patch(base, changed)
+    replayed = tmp_path / "replayed"
+    shutil.copytree(base, replayed)
+    (tmp_path / "p.diff").write_text(patch)
+    assert benchmark_grading.apply_patch(tmp_path / "p.diff", replayed) is None
+    assert _tree(replayed) == _tree(changed)
+    assert model_patch(base, base) == ""
+
+
+def test_with_a_container_runtime_the_official_harness_grades_in_the_instance_image(tmp_path, monkeypatch):
+    """No container runtime here: the official `run_instance` is stood in for by a function that
+    checks what it is given (the instance's test spec, the workspace's diff) and answers the way
+    the harness does (report.json entry, test_output.txt in its log folder)."""
+    pytest.importorskip("docker")
+    run_evaluation = pytest.importorskip("swebench.harness.run_evaluation")
+    image = "swebench/sweb.eval.x86_64.hitrate-fixtures_1776_tinycalc-1:latest"
+    rows = [json.loads(line) for line in SWEBENCH.read_text().splitlines()]
+    rows[0].update(image=image, eval_script="#!/bin/bash\ncd /testbed\npytest -rA tests/test_stats.py\n", log_parser="parse_log_pytest", eval_type="pass_and_fail")
+    jsonl = tmp_path / "with-images.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(requirements, "container_runtime", lambda: ("/usr/bin/docker", ""))
+    monkeypatch.setattr("docker.from_env", lambda: "docker-client")
+    suite = load_suite(resolve_suite(f"swebench:{jsonl}", repos=str(SWEBENCH_REPOS)))
+    task = suite.task("hitrate-fixtures-tinycalc-1")
+    seen = {}
+
+    def run_instance(test_spec, pred, client, run_id, timeout=None, **_):
+        seen.update(image=test_spec.image, script=test_spec.eval_script, f2p=test_spec.FAIL_TO_PASS, client=client)
+        applied = Path(tempfile.mkdtemp(dir=tmp_path)) / "applied"
+        shutil.copytree(task.workspace_dir, applied)
+        (tmp_path / "model.diff").write_text(pred["model_patch"])
+        assert not pred["model_patch"] or benchmark_grading.apply_patch(tmp_path / "model.diff", applied) is None
+        fixed = (applied / "tinycalc/stats.py").read_text() == (task.solution_dir / "tinycalc/stats.py").read_text()
+        log_dir = run_evaluation.RUN_EVALUATION_LOG_DIR / run_id / "hitrate" / pred["instance_id"]
+        log_dir.mkdir(parents=True)
+        (log_dir / "test_output.txt").write_text("PASSED tests/test_stats.py::test_median_of_even_count\n")
+        f2p, p2p = test_spec.FAIL_TO_PASS, test_spec.PASS_TO_PASS
+        status = {"FAIL_TO_PASS": {"success": f2p if fixed else [], "failure": [] if fixed else f2p},
+                  "PASS_TO_PASS": {"success": p2p, "failure": []}}  # fmt: skip
+        exists = bool(pred["model_patch"])
+        entry = {"patch_is_None": False, "patch_exists": exists, "patch_successfully_applied": exists, "resolved": fixed, "tests_status": status}
+        return pred["instance_id"], {pred["instance_id"]: entry}
+
+    monkeypatch.setattr(run_evaluation, "run_instance", run_instance)
+    solved = grade(task, overlay=task.solution_dir)
+    assert solved.resolved and solved.output.startswith(f"[graded by swebench in {image}]")
+    assert (solved.f2p_passed, solved.p2p_passed) == (1, 2)
+    assert seen["image"] == image and "pytest -rA" in seen["script"] and seen["client"] == "docker-client"
+    unsolved = grade(task)
+    assert unsolved.infra_error is None, unsolved.infra_error
+    assert not unsolved.resolved and unsolved.outcomes["tests/test_stats.py::test_median_of_even_count"] is TestOutcome.failed
+    # Without a runtime the same instance is graded in the local sandbox, by the same rules.
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "no daemon"))
+    local = grade(task, overlay=task.solution_dir)
+    assert local.resolved and local.output.startswith("[graded by swebench]")
+
+
+def test_an_instance_blocked_locally_runs_only_in_its_official_image(monkeypatch):
+    from hitrate.evals.task_graders import SwebenchGrader
+
+    blocked = SwebenchGrader(instance_id="django__django-1", repo="django/django", test_files=["tests/t.py"], test_command=["-m", "pytest"],
+                             fail_to_pass=["t"], local_blocker="django/django runs its tests with runtests.py")  # fmt: skip
+    assert requirements.unmet(blocked).endswith("the instance names no official image and eval script to grade it in")
+    with_image = blocked.model_copy(update={"image": "swebench/sweb.eval.x86_64.django_1776_django-1", "eval_script": "#!/bin/bash\n"})
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "docker: no daemon"))
+    assert requirements.unmet(with_image).endswith("and no container runtime is reachable for its official image (docker: no daemon)")
+    monkeypatch.setattr(requirements, "container_runtime", lambda: ("/usr/bin/docker", ""))
+    monkeypatch.setattr(requirements, "official_harness", lambda: False)
+    assert "needs the swebench extra" in requirements.unmet(with_image)
+    monkeypatch.setattr(requirements, "official_harness", lambda: True)
+    assert requirements.unmet(with_image) is None and requirements.in_official_image(with_image)
