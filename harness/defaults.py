@@ -73,6 +73,34 @@ def configured_model(env: dict[str, str] | None = None) -> str | None:
     return model or None
 
 
+def configured_redaction(env: dict[str, str] | None = None) -> bool | None:
+    """The `redact_secrets` key of the config file (None when the file or the key is absent).
+    Whether the ledger stores known secret shapes redacted: see `hitrate.store.redaction`."""
+    path = config_path(env)
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+        return None  # the model lookup reports a broken config file
+    value = data.get("redact_secrets")
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"config file {path}: `redact_secrets` must be true or false, not {value!r}")
+    return value
+
+
+def apply_redaction_config(env: dict[str, str] | None = None) -> None:
+    """Carry a config file's `redact_secrets = false` into `$HITRATE_REDACT_SECRETS`, which every
+    ledger this process and its workers open reads; a variable already set wins over the file."""
+    from hitrate.store.redaction import ENV_REDACT
+
+    target = os.environ if env is None else env
+    if ENV_REDACT in target:
+        return
+    if configured_redaction(dict(target)) is False:
+        target[ENV_REDACT] = "0"
+
+
 def local_weights_cached(hub_id: str) -> bool:
     """Whether the model's config is already in the local Hugging Face cache (no network)."""
     try:

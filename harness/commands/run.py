@@ -89,6 +89,12 @@ def run_command(
     ),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
+    redact_secrets: Optional[bool] = typer.Option(
+        None, "--redact-secrets/--no-redact-secrets",
+        help="Store known secret shapes (API keys, private keys, passwords) in the ledger as [REDACTED:…]; what the "
+        "model is sent is never changed. Default: on, unless $HITRATE_REDACT_SECRETS=0 or `redact_secrets = false` "
+        "in the config file.",
+    ),
     prices: Optional[Path] = typer.Option(
         None, "--prices", help="Price file (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, the config file's "
         "`prices`, else the shipped prices)."
@@ -158,7 +164,7 @@ def run_command(
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
-                          resume=resume, price_table=table, approve=approve)
+                          resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
@@ -214,11 +220,12 @@ def _pick_session(ledger_path: Path) -> str | None:
     """`--resume` without an id: list recent sessions; on a terminal, ask which one."""
     from hitrate.harness.commands.format import console, money, percent
     from hitrate.harness.commands.sessions import recent_sessions, short_id_length
+    from hitrate.harness.terminal_text import visible
     from hitrate.store.ledger import Ledger
 
     if not ledger_path.is_file():
         _fail(f"no sessions to resume: there is no ledger at {ledger_path}")
-    with Ledger(ledger_path) as ledger:
+    with Ledger(ledger_path, read_only=True) as ledger:
         sessions = recent_sessions(ledger, limit=10)
     if not sessions:
         _fail(f"no sessions to resume in {ledger_path}")
@@ -229,9 +236,9 @@ def _pick_session(ledger_path: Path) -> str | None:
         t = s.summary.totals if s.summary else None
         when = s.started_at.strftime("%Y-%m-%d %H:%M") if s.started_at else "-"
         figures = f"{t.calls} calls, {percent(t.hit_ratio)} hit, {money(t.cost_usd)}" if t else ""
-        out.print(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}", overflow="ellipsis", no_wrap=True)
+        out.print(visible(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}"), overflow="ellipsis", no_wrap=True)
         if s.first_prompt:
-            out.print(f"    {s.first_prompt}", overflow="ellipsis", no_wrap=True, style="dim")
+            out.print(f"    {visible(s.first_prompt)}", overflow="ellipsis", no_wrap=True, style="dim")
     if not sys.stdin.isatty():
         out.print("continue one with: hitrate run --resume <id or its first characters> \"next instruction\"")
         return None
@@ -281,14 +288,14 @@ def _permission_hook(flag: str | None) -> "ApprovalHook":
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
              limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
              resume: str | None = None, price_table: PriceTable | None = None,
-             approve: ApprovalHook | None = None) -> AgentResult:
+             approve: ApprovalHook | None = None, redact_secrets: bool | None = None) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
-    ledger; the route is closed afterwards."""
+    ledger; the route is closed afterwards. `redact_secrets` None: the ledger's default."""
     from hitrate.harness.agent import Agent
     from hitrate.harness.session import Session
     from hitrate.store.ledger import Ledger, default_ledger_path
 
-    with Ledger(ledger_path or default_ledger_path()) as ledger:
+    with Ledger(ledger_path or default_ledger_path(), redact_secrets=redact_secrets) as ledger:
         try:
             if resume is None:
                 session = Session(route, workspace, ledger=ledger, sink=sink, config=config, price_table=price_table)
