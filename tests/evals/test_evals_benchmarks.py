@@ -351,3 +351,26 @@ def test_an_instance_blocked_locally_runs_only_in_its_official_image(monkeypatch
     assert "needs the swebench extra" in requirements.unmet(with_image)
     monkeypatch.setattr(requirements, "official_harness", lambda: True)
     assert requirements.unmet(with_image) is None and requirements.in_official_image(with_image)
+
+
+def test_suite_cli_checks_a_benchmark_and_lists_what_cannot_run(monkeypatch, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from hitrate.evals.commands import eval as cli_eval
+    from hitrate.evals.commands import suite as cli_suite
+
+    app = typer.Typer()
+    cli_suite.register(app)
+    cli_eval.register(app)
+    checked = CliRunner().invoke(app, ["suite", "check", f"swebench:{SWEBENCH}", "--repos", str(SWEBENCH_REPOS)])
+    assert checked.exit_code == 0, checked.output
+    assert "2/2 tasks sound" in checked.output and "hitrate-fixtures-tinycalc-1" in checked.output
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "no daemon"))
+    listed = CliRunner().invoke(app, ["suite", "list", f"terminal-bench:{HARBOR}"])
+    assert listed.exit_code == 0 and "unavailable here: hello-file: a Terminal-Bench task runs in its environment/ container" in listed.output
+    missing = CliRunner().invoke(app, ["suite", "list", "swebench:/no/such/file.jsonl"])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    wrong = CliRunner().invoke(app, ["eval", f"aider-polyglot:{POLYGLOT}", "--repos", str(SWEBENCH_REPOS), "--model", "openai-compat/x@http://127.0.0.1:9/v1",
+                                     "--db", str(tmp_path / "runs.db")])  # fmt: skip
+    assert wrong.exit_code == 2 and "--repos is for swebench" in " ".join(wrong.output.split())
