@@ -24,6 +24,7 @@ from hitrate.harness.session import NO_REPLY_NOTE, Cancelled, Session
 from hitrate.harness.summary import SessionSummary
 from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
+from hitrate.store.ledger import LedgerWriteError
 
 Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "max_tokens", "cancelled", "error"]
 
@@ -149,7 +150,6 @@ class Agent:
         """Give the model `task` and loop until it is done or a stop condition holds."""
         session = self.session
         session.emit(SessionStarted(session_id=session.id, model=session.route.label, workspace=str(session.workspace), task=task))
-        session.add_user_message(task)
         started = self.clock()
         steps = 0
         status: Status = "end_turn"
@@ -157,6 +157,7 @@ class Agent:
         error: CallError | None = None
         cut_offs_in_a_row = 0
         try:
+            session.add_user_message(task)
             while True:
                 if self.cancel.is_set():
                     status, detail = "cancelled", "cancelled by the user"
@@ -193,8 +194,15 @@ class Agent:
             status, detail = "cancelled", str(exc) or "cancelled by the user"
         except CallError as exc:
             status, detail, error = "error", str(exc), exc
+        except LedgerWriteError as exc:
+            # The ledger file is full: no call may go unrecorded, so the run stops here. What the
+            # last call used is in the spool (and in the summary), never lost silently.
+            status, detail = "error", str(exc)
         if status != "end_turn":
-            session.close_open_turn(closing_note(status, detail))
+            try:
+                session.close_open_turn(closing_note(status, detail))
+            except LedgerWriteError:
+                pass  # the disk is full: the note is spooled with the rest, or the run already says why
         summary = session.summary(status=status, steps=steps)
         session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json")))
         return AgentResult(status=status, detail=detail, steps=steps, summary=summary,

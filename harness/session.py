@@ -68,7 +68,7 @@ from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
 from hitrate.tools.base import ApprovalHook, ToolContext
@@ -79,6 +79,15 @@ NO_REPLY_NOTE = "(no reply)"
 """The assistant turn standing for a reply that never came, when the next user turn follows."""
 
 Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """An attempt that returned: its result, its pending row and when its request was sent."""
+
+    result: CallResult
+    pending: CallRecord
+    started_at: datetime
 
 
 @dataclass
@@ -262,7 +271,12 @@ class Session(SessionRecording, SessionCompaction):
     def _append(self, message: UserMessage | AssistantMessage) -> None:
         """Add a message to the transcript and store it in the ledger."""
         transcript = self.transcript.append(message)  # checks the conversation rules first
-        self._log.message(message)
+        try:
+            self._log.message(message)
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.transcript = transcript  # kept in the ledger's spool: the entry is not lost
+            raise
         self.transcript = transcript
 
     def add_user_message(self, text: str) -> None:
@@ -345,31 +359,41 @@ class Session(SessionRecording, SessionCompaction):
                 raise Cancelled("cancelled while waiting to retry")
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
-        def attempt(number: int) -> CallResult:
-            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+        first: list[CallRecord] = []
 
-        started_at = self.clock()
-        clock_start = time.monotonic()
+        def attempt(number: int) -> _Answered:
+            # Each attempt is its own row, written pending before the request goes out and
+            # completed after, whatever happens; retries name the first attempt's row.
+            started_at = self.clock()
+            clock_start = time.monotonic()
+            pending = self._begin_attempt(prompt, started_at, attempt=number, retry_of=first[0].id if first else None)
+            first[:] = first or [pending]
+            try:
+                result = guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+            except CallError as error:
+                self._fail_attempt(step, pending, clock_start, str(error), error.partial_usage, epoch)
+                raise
+            except (Cancelled, KeyboardInterrupt) as exc:
+                self._fail_attempt(step, pending, clock_start, f"cancelled: {exc}" if str(exc) else "cancelled", None, epoch)
+                raise Cancelled(str(exc) or "cancelled") from exc
+            return _Answered(result, pending, started_at)
+
         try:
-            result = call_with_retries(
+            answered = call_with_retries(
                 attempt,
                 self.config.retry,
                 sleep=self.sleep if self.sleep is not None else cancellable_sleep(cancel),
                 on_retry=on_retry,
             )
         except CallError as error:
-            suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
-            self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
             if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
                 return self.call(step, policy, cancel, _overflowed=True)
             raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
+        except KeyboardInterrupt as exc:
             raise Cancelled(str(exc) or "cancelled") from exc
-
+        result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(step, prompt, result, started_at, explanation, epoch)
+        record = self._record(step, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         if prompt.tail is not None:
             self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)
@@ -406,17 +430,18 @@ class Session(SessionRecording, SessionCompaction):
         guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
         started_at = self.clock()
         clock_start = time.monotonic()
+        pending = self._begin_attempt(prompt, started_at, kind=KEEPALIVE_KIND)
         try:
             result = guard.attempt(lambda on_text: send_warmup(route.backend, prompt))
         except CallError as error:
-            self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=KEEPALIVE_KIND)
+            self._fail_attempt(0, pending, clock_start, str(error), error.partial_usage, epoch)
             raise
         except (Cancelled, KeyboardInterrupt) as exc:
             message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(0, prompt, started_at, clock_start, message, None, epoch, kind=KEEPALIVE_KIND)
+            self._fail_attempt(0, pending, clock_start, message, None, epoch)
             raise Cancelled(str(exc) or "cancelled") from exc
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=KEEPALIVE_KIND)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=pending)
         # A read refreshes the entry from this request's start: the next request is explained
         # against the warm-up, not against the request it repeated.
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)

@@ -71,6 +71,19 @@ class StreamError:
 
 
 @dataclass
+class Broken:
+    """`reply` streamed with a fault, on whichever wire was asked: the last `cut` events left out
+    (a stream that ends before its terminal event: `message_stop`, `[DONE]`, `response.completed`),
+    and / or the raw bytes `garbage` sent in place of event number `at` (e.g. a data line that is
+    not JSON)."""
+
+    reply: Reply = field(default_factory=Reply)
+    cut: int = 0
+    garbage: bytes | None = None
+    at: int = 1
+
+
+@dataclass
 class Recorded:
     path: str
     headers: dict[str, str]
@@ -80,7 +93,7 @@ class Recorded:
         return json.loads(self.body)
 
 
-Script = Reply | Failure | Hang | StreamError
+Script = Reply | Failure | Hang | StreamError | Broken
 
 
 def _sse(event: str | None, data: Any) -> bytes:
@@ -359,6 +372,13 @@ class FakeLLMServer:
         if isinstance(item, StreamError) and responses_api:
             self._stream(handler, responses_stream_error(item, model), {})
             return
+        if isinstance(item, StreamError) and not anthropic_api:
+            # Chat Completions: an error object as a data line of a stream that began with 200.
+            first = openai_events(Reply(text="x"), model, include_usage=False)[0]
+            error = {"error": {"type": item.error_type, "code": None, "param": None,
+                               "message": "The server had an error while processing your request."}}
+            self._stream(handler, [first, _sse(None, error)], {})
+            return
         if isinstance(item, StreamError):
             events = [
                 _sse(
@@ -373,6 +393,19 @@ class FakeLLMServer:
                 _sse("error", {"type": "error", "error": {"type": item.error_type, "message": "Overloaded"}}),
             ]
             self._stream(handler, events, {})
+            return
+        if isinstance(item, Broken):
+            if anthropic_api:
+                events = anthropic_events(item.reply, model)
+            elif responses_api:
+                events = responses_events(item.reply, model)
+            else:
+                events = openai_events(item.reply, model, bool((request.get("stream_options") or {}).get("include_usage")))
+            if item.cut:
+                events = events[: -item.cut]
+            if item.garbage is not None:
+                events = events[: item.at] + [item.garbage] + events[item.at + 1 :]
+            self._stream(handler, events, item.reply.headers)
             return
         if anthropic_api and not request.get("stream"):
             self._json(handler, anthropic_message(item, model, request.get("max_tokens")), item.headers)

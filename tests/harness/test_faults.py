@@ -1,0 +1,183 @@
+"""Faults between the harness and a model server, each as "fault -> outcome".
+
+Every test talks to a local server on 127.0.0.1 that misbehaves on purpose (`fake_llm_server`),
+through the real `anthropic` / `openai` SDKs, and checks the ledger afterwards. The property every
+one of them holds: each request the server received is exactly one ledger row, whatever failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fake_llm_server import Failure, FakeLLMServer, Hang, Reply
+from typer.testing import CliRunner
+
+from hitrate.harness.cli import _register_all, app
+
+from hitrate.harness.agent import Agent
+from hitrate.harness.retry import RetryPolicy
+from hitrate.harness.router import Router
+from hitrate.harness.session import Session, SessionConfig
+from hitrate.store.ledger import Ledger
+from hitrate.store.ledger_spool import spool_path
+from hitrate.store.records import INTERRUPTED_CALL_ERROR
+
+ANTHROPIC = ("anthropic/claude-sonnet-5", {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "{url}"})
+CHAT = ("openai/gpt-5.5", {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "{url}/v1"})
+RESPONSES = ("openai-responses/gpt-5.5", {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "{url}/v1"})
+WIRES = {"anthropic": ANTHROPIC, "chat": CHAT, "responses": RESPONSES}
+
+
+_register_all(app)
+HITRATE = [sys.executable, "-c", "import sys; from hitrate.harness.cli import main; sys.argv[0] = 'hitrate'; main()"]
+
+
+def fixed_context() -> dict[str, str]:
+    return {"date": "2026-03-04", "workspace": "ws"}
+
+
+def session_on(server: FakeLLMServer, wire: str, workspace: Path, ledger: Ledger, **config) -> Session:
+    spec, env = WIRES[wire]
+    route = Router(env={k: v.format(url=server.url) for k, v in env.items()}).resolve(spec)
+    retry = config.pop("retry", RetryPolicy(max_attempts=3, base_delay_s=0))
+    return Session(route, workspace, ledger=ledger, context=fixed_context, sleep=lambda s: None,
+                   config=SessionConfig(retry=retry, **config))
+
+
+def one_row_per_request(server: FakeLLMServer, ledger: Ledger) -> None:
+    """The fault-injection property: the server's requests and the ledger's rows, one to one."""
+    posts = [r for r in server.requests if r.path.endswith(("/messages", "/completions", "/responses"))]
+    assert len(ledger.calls()) == len(posts), (len(ledger.calls()), len(posts))
+
+
+def cli_env(server: FakeLLMServer) -> dict[str, str]:
+    return {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": server.url, "NO_COLOR": "1"}
+
+
+# ---- every attempt is a row ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_overloaded_then_5xx_then_answer_is_three_rows_linked_to_the_first(wire, fake_server, workspace, ledger):
+    fake_server.push(
+        Failure(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        Failure(500, {"error": {"type": "server_error", "message": "boom"}}),
+        Reply(text="done"),
+    )
+    session = session_on(fake_server, wire, workspace, ledger)
+    assert Agent(session).run("go").status == "end_turn"
+    one_row_per_request(fake_server, ledger)
+    first, second, served = ledger.calls(session_id=session.id)
+    assert [r.attempt for r in (first, second, served)] == [1, 2, 3]
+    assert first.retry_of is None and second.retry_of == served.retry_of == first.id
+    assert first.error and second.error and served.error is None
+    assert all(r.state == "done" for r in (first, second, served))
+    # The failed attempts carry no usage of their own: the totals count the served call once.
+    totals = ledger.totals(session_id=session.id)
+    assert totals.calls == 3 and totals.failed_calls == 2 and totals.retries == 2
+    assert totals.output == served.usage.output and totals.cost_usd == pytest.approx(served.cost_usd)
+
+
+def test_ledger_command_shows_failed_attempts_and_retries(fake_server, workspace, tmp_path):
+    fake_server.push(Failure(503, {"error": {"type": "api_error", "message": "unavailable"}}), Reply(text="ok"))
+    db = tmp_path / "l.db"
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url, "COLUMNS": "200"}
+    run = CliRunner().invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)], env=env)
+    assert run.exit_code == 0, run.output
+    shown = CliRunner().invoke(app, ["ledger", "--db", str(db)], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert "2 (1✗) (1↻)" in shown.output and "n↻: retries" in shown.output
+
+
+# ---- a row before the request, completed after ---------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_kill_9_during_a_call_leaves_the_row_marked_interrupted(fake_server, workspace, tmp_path):
+    fake_server.push(Hang(30))
+    db = tmp_path / "killed.db"
+    proc = subprocess.Popen(
+        [*HITRATE, "run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)],
+        env=cli_env(fake_server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not fake_server.requests and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert fake_server.requests, f"the run never sent its request: {proc.stderr.read().decode() if proc.poll() is not None else ''}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Ledger(db) as ledger:
+        (row,) = ledger.calls()
+        assert row.state == "pending" and row.interrupted and row.error == INTERRUPTED_CALL_ERROR
+        assert row.usage.prompt_tokens is None  # unknown, never 0
+        totals = ledger.totals()
+        assert totals.interrupted_calls == 1 and totals.failed_calls == 1
+    one_row_per_request(fake_server, Ledger(db))
+
+
+class FillingDisk:
+    """Makes the ledger file's disk full from the moment `fill` is called: SQLite may not grow the
+    file past the pages it has (`PRAGMA max_page_count`, a per-connection limit, so a ledger opened
+    later has room again). SQLite then refuses writes with "database or disk is full", as on a
+    full disk."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def fill(self) -> None:
+        with self.ledger.connection() as conn:
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def test_disk_full_while_the_model_answers_spools_the_call_and_stops_with_a_clear_error(workspace, tmp_path):
+    db = tmp_path / "full.db"
+    ledger = Ledger(db)
+    disk = FillingDisk(ledger)
+    # The served call's usage payload is large enough that its row needs new pages.
+    usage = {"input_tokens": 1200, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 9,
+             "server_note": "x" * 6000}
+
+    def answer(request):
+        disk.fill()  # the disk fills up while the model is answering
+        return Reply(text="the answer", usage=usage)
+
+    server = FakeLLMServer(default=answer).start()
+    try:
+        session = session_on(server, "anthropic", workspace, ledger)
+        result = Agent(session).run("go")
+    finally:
+        server.stop()
+    assert result.status == "error"
+    assert "database or disk is full" in result.detail and str(spool_path(db)) in result.detail
+    # The summary still counts what the served call used.
+    assert result.summary.totals.fresh_input == 1200 and result.summary.totals.output == 9
+    ledger.close()
+    assert spool_path(db).is_file()
+    with Ledger(db) as reopened:  # room again: the spooled rows go in, the journal goes away
+        (row,) = reopened.calls()
+        assert row.state == "done" and row.error is None and row.usage.fresh_input == 1200 and row.cost_usd > 0
+        assert reopened.spooled_rows == 0 and not spool_path(db).exists()
+        kinds = [m.kind for m in reopened.messages(session.id)]
+        assert kinds[:2] == ["user", "assistant"]
+
+
+def test_disk_full_before_a_call_sends_nothing(fake_server, workspace, tmp_path):
+    fake_server.push(Reply(text="never"))
+    ledger = Ledger(tmp_path / "full.db")
+    session = session_on(fake_server, "anthropic", workspace, ledger)
+    FillingDisk(ledger).fill()
+    result = Agent(session).run("go")
+    assert result.status == "error" and "database or disk is full" in result.detail
+    assert fake_server.requests == [] and ledger.calls() == []
+    ledger.close()
