@@ -334,7 +334,9 @@ class AnthropicBackend:
         model = prompt.model
         response_id: str | None = None
         collected = _Collected()
-        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
+        # Anthropic's stream ends with `message_stop` (streaming docs): without it the reply is not whole.
+        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id",
+                          last_event="message_stop") as call:
             for event in call.events(self._client.messages.create(**body, stream=True)):
                 kind = event.type
                 if kind == "message_start":
@@ -354,6 +356,9 @@ class AnthropicBackend:
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     delta_usage = as_raw_usage(getattr(event, "usage", None))
+                    call.partial_usage = {**start_usage, **delta_usage}
+                elif kind == "message_stop":
+                    call.end()
         # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
         raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return call.result(

@@ -11,11 +11,14 @@ seen so far, and time it.
     result = call.result(assistant=..., usage=..., ...)
 
 A wire supplies only what is its own: the request body, the SDK call, the event handling, the
-usage reading.
+usage reading, and which event ends a whole reply (`last_event`; the wire calls `call.end()` when it
+arrives). A stream that closes before it is a broken call, retried, never taken as the answer; so
+is a stream line that is not JSON.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,14 +39,20 @@ class StreamedCall:
         *,
         request_id_header: str,
         refine: Callable[[BaseException], None] | None = None,
+        last_event: str | None = None,
     ) -> None:
         self.where = where
+        self._last_event = last_event
+        """The event that ends a complete stream on this wire; `events` refuses a stream that ends
+        before the wire saw it (`ended`)."""
+        self.ended = False
+        """Set by the wire when the stream's last event arrived."""
         self.timer = StreamTimer()
         self.request_id: str | None = None
         self.partial_usage: dict[str, Any] | None = None
         """Usage the stream reported before it failed (kept on the failed call's ledger row)."""
         self._inflight = inflight
-        self._caught = (CallError, sdk_error, httpx2.TransportError)
+        self._caught = (CallError, sdk_error, httpx2.TransportError, json.JSONDecodeError)
         self._header = request_id_header
         self._refine = refine
         """Called first with a failure; may raise a more specific exception of the wire's own."""
@@ -85,6 +94,14 @@ class StreamedCall:
                 self.tracked.check()
                 yield event
             self.tracked.check()
+        if self._last_event is not None and not self.ended:
+            # The connection closed cleanly, but the reply is not whole: a proxy or server that
+            # gave up mid-answer. Taking it as the answer would act on half a reply.
+            raise CallError(f"{self.where}: the stream ended before {self._last_event}", kind="broken_stream")
+
+    def end(self) -> None:
+        """The stream's last event arrived: the reply is whole."""
+        self.ended = True
 
     def result(
         self,

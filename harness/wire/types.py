@@ -67,9 +67,12 @@ ErrorKind = Literal[
     "client_error",  # 4xx other than 408 / 409 / 429: the request itself is wrong
     "auth",  # 401 / 403
     "bad_response",  # the server answered with something we cannot read
+    "broken_stream",  # a stream that ended before its last event, or carried a line that is not JSON
 ]
 
-RETRYABLE_KINDS: frozenset[str] = frozenset({"rate_limited", "overloaded", "server_error", "timeout", "connection"})
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"rate_limited", "overloaded", "server_error", "timeout", "connection", "broken_stream"}
+)
 
 
 class CallError(Exception):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_llm_server import Failure, FakeLLMServer, Hang, Reply
+from fake_llm_server import Broken, Failure, FakeLLMServer, Hang, Reply, StreamError
 from typer.testing import CliRunner
 
 from hitrate.harness.cli import _register_all, app
@@ -181,3 +181,95 @@ def test_disk_full_before_a_call_sends_nothing(fake_server, workspace, tmp_path)
     assert result.status == "error" and "database or disk is full" in result.detail
     assert fake_server.requests == [] and ledger.calls() == []
     ledger.close()
+
+
+# ---- streams that end early or carry garbage ----------------------------------------------------
+
+# Events to leave out so the stream closes just before its last event: Anthropic's message_stop;
+# on Chat the finish chunk, the usage chunk and [DONE]; Responses' response.completed.
+CUT_BEFORE_END = {"anthropic": 1, "chat": 3, "responses": 1}
+# A line that is not JSON, dressed as each wire's delta event (the Anthropic SDK skips unnamed events).
+GARBAGE = {
+    "anthropic": b"event: content_block_delta\ndata: {\"type\": \"content_block_delta\", \"index\": 0, \"delta\": {\"type\"\n\n",
+    "chat": b"data: {\"id\": \"chatcmpl-fake\", \"choices\": [{\"delta\": {\"content\": \"he\n\n",
+    "responses": b"event: response.output_text.delta\ndata: {\"type\": \"response.output_text.delta\", \"delta\n\n",
+}
+
+
+def last_text(session: Session) -> str:
+    message = session.transcript.messages[-1]
+    return "".join(getattr(b, "text", "") for b in message.content)
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_stream_that_ends_before_its_last_event_is_retried_not_taken_as_the_answer(wire, fake_server, workspace, ledger):
+    fake_server.push(Broken(Reply(text="half an ans"), cut=CUT_BEFORE_END[wire]), Reply(text="the whole answer"))
+    session = session_on(fake_server, wire, workspace, ledger)
+    result = Agent(session).run("go")
+    assert result.status == "end_turn" and last_text(session) == "the whole answer"
+    one_row_per_request(fake_server, ledger)
+    broken, served = ledger.calls()
+    assert "the stream ended before" in broken.error and broken.usage.output is None and served.retry_of == broken.id
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_stream_cut_short_on_the_last_attempt_fails_the_run_instead_of_answering(wire, fake_server, workspace, ledger):
+    fake_server.push(Broken(Reply(text="half an ans"), cut=CUT_BEFORE_END[wire]))
+    session = session_on(fake_server, wire, workspace, ledger, retry=RetryPolicy(max_attempts=1))
+    result = Agent(session).run("go")
+    assert result.status == "error" and result.error_kind == "broken_stream"
+    assert "half an ans" not in last_text(session)
+    one_row_per_request(fake_server, ledger)
+
+
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_stream_line_that_is_not_json_is_a_retried_broken_call_with_its_row(wire, fake_server, workspace, ledger):
+    fake_server.push(Broken(Reply(text="hello there"), garbage=GARBAGE[wire], at=3), Reply(text="clean"))
+    session = session_on(fake_server, wire, workspace, ledger)
+    result = Agent(session).run("go")
+    assert result.status == "end_turn" and last_text(session) == "clean"
+    one_row_per_request(fake_server, ledger)
+    broken, _ = ledger.calls()
+    assert "not JSON" in broken.error and broken.error.startswith("broken_stream")
+
+
+def test_stream_line_that_is_not_json_prints_no_traceback(fake_server, workspace, tmp_path):
+    fake_server.push(*[Broken(Reply(text="hello there"), garbage=GARBAGE["anthropic"], at=3)] * 6)
+    db = tmp_path / "l.db"
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    result = subprocess.run([*HITRATE, "run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)],
+                            env={**cli_env(fake_server), **env}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr and "not JSON" in result.stdout + result.stderr
+    with Ledger(db) as ledger:
+        one_row_per_request(fake_server, ledger)
+        assert len(ledger.calls()) == 6
+
+
+# ---- errors sent inside a stream that began with 200 ---------------------------------------------
+
+
+@pytest.mark.parametrize(("wire", "fault"), [
+    ("anthropic", StreamError("overloaded_error")),           # event: error, as Anthropic sheds load
+    ("chat", StreamError("server_error")),                    # data: {"error": {"type": "server_error"}}
+    ("responses", StreamError("server_error")),               # an `error` event
+    ("responses", StreamError("server_error", failed=True)),  # response.failed
+])
+def test_in_stream_server_error_is_retried(wire, fault, fake_server, workspace, ledger):
+    fake_server.push(fault, Reply(text="recovered"))
+    session = session_on(fake_server, wire, workspace, ledger)
+    result = Agent(session).run("go")
+    assert result.status == "end_turn" and last_text(session) == "recovered"
+    one_row_per_request(fake_server, ledger)
+    failed, _ = ledger.calls()
+    assert failed.error.startswith(("overloaded", "server_error"))
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses"])
+def test_in_stream_invalid_request_error_is_not_retried(wire, fake_server, workspace, ledger):
+    fake_server.push(StreamError("invalid_request_error"), Reply(text="never"))
+    session = session_on(fake_server, wire, workspace, ledger)
+    result = Agent(session).run("go")
+    assert result.status == "error"
+    one_row_per_request(fake_server, ledger)
+    assert len(ledger.calls()) == 1
