@@ -61,6 +61,7 @@ from hitrate.harness.session_compaction import SessionCompaction, prompt_too_lon
 from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
+from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -331,9 +332,14 @@ class Session(SessionRecording, SessionCompaction):
             epoch_reason=self._epoch_reason,
         )
 
-    def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
+    def call(
+        self, step: int, policy: Policy, cancel: threading.Event | None = None, *, time_left_s: float | None = None,
+        _overflowed: bool = False,
+    ) -> StepOutcome:
         """Project, call with retries, record, then append the turn `policy` chooses. With
         `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded).
+        With `time_left_s` (what is left of the run's wall time), neither the call nor its retries
+        go past it (a CallError with `out_of_time` then says so).
         A prompt near the model's window is compacted first (`session_compaction`); one the
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
@@ -360,6 +366,8 @@ class Session(SessionRecording, SessionCompaction):
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
         first: list[CallRecord] = []
+        deadline = time.monotonic() + time_left_s if time_left_s is not None else None
+        budget = CallBudget(self.config.timeouts, deadline)
 
         def attempt(number: int) -> _Answered:
             # Each attempt is its own row, written pending before the request goes out and
@@ -369,7 +377,9 @@ class Session(SessionRecording, SessionCompaction):
             pending = self._begin_attempt(prompt, started_at, attempt=number, retry_of=first[0].id if first else None)
             first[:] = first or [pending]
             try:
-                result = guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+                result = guard.attempt(lambda on_text: budget.run(
+                    lambda: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text)
+                ))
             except CallError as error:
                 self._fail_attempt(step, pending, clock_start, str(error), error.partial_usage, epoch)
                 raise
@@ -384,10 +394,12 @@ class Session(SessionRecording, SessionCompaction):
                 self.config.retry,
                 sleep=self.sleep if self.sleep is not None else cancellable_sleep(cancel),
                 on_retry=on_retry,
+                deadline=deadline,
             )
         except CallError as error:
             if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
-                return self.call(step, policy, cancel, _overflowed=True)
+                left = deadline - time.monotonic() if deadline is not None else None
+                return self.call(step, policy, cancel, time_left_s=left, _overflowed=True)
             raise
         except KeyboardInterrupt as exc:
             raise Cancelled(str(exc) or "cancelled") from exc

@@ -301,7 +301,7 @@ class AnthropicBackend:
 
         try:
             with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id", refine=refine) as call:
-                message = self._client.messages.create(**body)
+                message = self._client.messages.create(**body, **call.timeout)
                 call.check()
         except _PrewarmRefused:
             self.prewarm_refused = True
@@ -337,7 +337,7 @@ class AnthropicBackend:
         # Anthropic's stream ends with `message_stop` (streaming docs): without it the reply is not whole.
         with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id",
                           last_event="message_stop") as call:
-            for event in call.events(self._client.messages.create(**body, stream=True)):
+            for event in call.events(self._client.messages.create(**body, stream=True, **call.timeout)):
                 kind = event.type
                 if kind == "message_start":
                     message = event.message

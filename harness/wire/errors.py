@@ -106,6 +106,12 @@ def _is_context_overflow(message: str) -> bool:
     return "context" in text and ("max_tokens" in text or "completion" in text)
 
 
+def is_timeout_error(exc: BaseException) -> bool:
+    """Whether `exc` is a wait that ran out (the SDKs' timeout error, or the transport's own once a
+    stream has started)."""
+    return isinstance(exc, (*_TIMEOUTS, httpx2.TimeoutException))
+
+
 def from_sdk_error(exc: BaseException, *, where: str) -> CallError:
     """A CallError for any exception raised while calling an SDK. `where` names the backend."""
     if isinstance(exc, CallError):

@@ -269,7 +269,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
         # finish_reason was cut off mid-answer.
         with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id",
                           last_event="a finish_reason") as call:
-            for chunk in call.events(self._client.chat.completions.create(**request)):
+            for chunk in call.events(self._client.chat.completions.create(**request, **call.timeout)):
                 response_id = response_id or chunk.id
                 model = chunk.model or model
                 extra = chunk.model_extra or {}

@@ -367,7 +367,7 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         # reply cut at a limit, said so); `response.failed` and `error` say it failed.
         with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine,
                           last_event="response.completed") as call:
-            stream = self._client.responses.create(**request)
+            stream = self._client.responses.create(**request, **call.timeout)
             for event in call.events(stream):
                 kind = getattr(event, "type", None)
                 timer = call.timer

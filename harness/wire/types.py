@@ -96,6 +96,8 @@ class CallError(Exception):
         self.request_id = request_id
         self.partial_usage = partial_usage
         self.attempts = 1
+        self.out_of_time = False
+        """Set when the call (or its retries) ran into the run's wall-time limit."""
 
     @property
     def retryable(self) -> bool:

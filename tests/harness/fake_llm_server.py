@@ -75,12 +75,15 @@ class Broken:
     """`reply` streamed with a fault, on whichever wire was asked: the last `cut` events left out
     (a stream that ends before its terminal event: `message_stop`, `[DONE]`, `response.completed`),
     and / or the raw bytes `garbage` sent in place of event number `at` (e.g. a data line that is
-    not JSON)."""
+    not JSON), and / or a silence in the middle of the stream."""
 
     reply: Reply = field(default_factory=Reply)
     cut: int = 0
     garbage: bytes | None = None
     at: int = 1
+    stall_after: int | None = None
+    """Send this many events, then go silent for `stall_s` seconds (then the rest)."""
+    stall_s: float = 0.0
 
 
 @dataclass
@@ -405,7 +408,7 @@ class FakeLLMServer:
                 events = events[: -item.cut]
             if item.garbage is not None:
                 events = events[: item.at] + [item.garbage] + events[item.at + 1 :]
-            self._stream(handler, events, item.reply.headers)
+            self._stream(handler, events, item.reply.headers, stall=(item.stall_after, item.stall_s))
             return
         if anthropic_api and not request.get("stream"):
             self._json(handler, anthropic_message(item, model, request.get("max_tokens")), item.headers)
@@ -432,7 +435,8 @@ class FakeLLMServer:
         handler.wfile.write(data)
 
     @staticmethod
-    def _stream(handler: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str]) -> None:
+    def _stream(handler: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str],
+                stall: tuple[int | None, float] = (None, 0.0)) -> None:
         handler.send_response(200)
         handler.send_header("content-type", "text/event-stream")
         handler.send_header("cache-control", "no-cache")
@@ -442,7 +446,12 @@ class FakeLLMServer:
         for k, v in headers.items():
             handler.send_header(k, v)
         handler.end_headers()
-        for event in events:
-            handler.wfile.write(event)
-            handler.wfile.flush()
+        for i, event in enumerate(events):
+            if i == stall[0]:
+                time.sleep(stall[1])
+            try:
+                handler.wfile.write(event)
+                handler.wfile.flush()
+            except OSError:
+                break  # the client gave up on the stream
         handler.close_connection = True

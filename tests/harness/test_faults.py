@@ -20,10 +20,12 @@ from typer.testing import CliRunner
 
 from hitrate.harness.cli import _register_all, app
 
-from hitrate.harness.agent import Agent
+from hitrate.harness.agent import Agent, AgentLimits
+from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
 from hitrate.harness.retry import RetryPolicy
 from hitrate.harness.router import Router
 from hitrate.harness.session import Session, SessionConfig
+from hitrate.harness.wire.timeouts import CallTimeouts
 from hitrate.store.ledger import Ledger
 from hitrate.store.ledger_spool import spool_path
 from hitrate.store.records import INTERRUPTED_CALL_ERROR
@@ -273,3 +275,93 @@ def test_in_stream_invalid_request_error_is_not_retried(wire, fake_server, works
     assert result.status == "error"
     one_row_per_request(fake_server, ledger)
     assert len(ledger.calls()) == 1
+
+
+# ---- explicit timeouts, bounded by what is left of --max-wall ------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_server_that_never_sends_headers_ends_the_run_at_max_wall(wire, fake_server, workspace, ledger):
+    fake_server.push(*[Hang(60)] * 6)
+    session = session_on(fake_server, wire, workspace, ledger, retry=RetryPolicy())  # 6 attempts, 120 s each
+    began = time.monotonic()
+    result = Agent(session, limits=AgentLimits(max_wall_s=2.0)).run("go")
+    took = time.monotonic() - began
+    assert result.status == "max_wall" and "wall-time limit" in result.detail
+    assert took < 6, f"took {took:.1f}s"
+    one_row_per_request(fake_server, ledger)
+    assert all(r.error and r.state == "done" for r in ledger.calls())
+
+
+@pytest.mark.timeout(60)
+def test_silent_server_stops_each_attempt_at_the_first_byte_timeout(fake_server, workspace, ledger):
+    fake_server.push(Hang(60), Hang(60))
+    session = session_on(fake_server, "chat", workspace, ledger, retry=RetryPolicy(max_attempts=2, base_delay_s=0),
+                         timeouts=CallTimeouts(first_byte_s=0.5))
+    began = time.monotonic()
+    result = Agent(session).run("go")
+    assert result.status == "error" and result.error_kind == "timeout" and time.monotonic() - began < 8
+    one_row_per_request(fake_server, ledger)
+    assert ["first-byte timeout" in r.error for r in ledger.calls()] == [True, True]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wire", list(WIRES))
+def test_stream_that_goes_silent_is_stopped_at_the_idle_timeout_and_retried(wire, fake_server, workspace, ledger):
+    fake_server.push(Broken(Reply(text="a slow answer"), stall_after=2, stall_s=30), Reply(text="a quick answer"))
+    session = session_on(fake_server, wire, workspace, ledger, timeouts=CallTimeouts(idle_s=0.5))
+    began = time.monotonic()
+    result = Agent(session).run("go")
+    assert result.status == "end_turn" and last_text(session) == "a quick answer" and time.monotonic() - began < 10
+    one_row_per_request(fake_server, ledger)
+    stalled, _ = ledger.calls()
+    assert "idle timeout" in stalled.error
+
+
+@pytest.mark.timeout(60)
+def test_stream_that_trickles_past_max_wall_is_cut_at_the_deadline(fake_server, workspace, ledger):
+    fake_server.push(Broken(Reply(text="a very slow answer"), stall_after=3, stall_s=30))
+    session = session_on(fake_server, "anthropic", workspace, ledger)  # idle timeout 300 s
+    began = time.monotonic()
+    result = Agent(session, limits=AgentLimits(max_wall_s=1.5)).run("go")
+    assert result.status == "max_wall" and time.monotonic() - began < 5
+    (row,) = ledger.calls()
+    assert "wall-time limit" in row.error
+
+
+@pytest.mark.timeout(90)
+def test_run_against_a_server_that_never_answers_exits_as_a_limit_within_max_wall(fake_server, workspace, tmp_path):
+    fake_server.push(*[Hang(60)] * 6)
+    db = tmp_path / "l.db"
+    began = time.monotonic()
+    result = subprocess.run([*HITRATE, "run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db),
+                             "--max-wall", "3"], env=cli_env(fake_server), capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - began
+    assert result.returncode == 3, result.stdout + result.stderr  # a limit stopped the agent
+    assert "wall-time limit" in result.stdout + result.stderr and "Traceback" not in result.stderr
+    assert took < 20, f"took {took:.1f}s"
+    with Ledger(db) as ledger:
+        one_row_per_request(fake_server, ledger)
+
+
+def test_timeouts_come_from_flags_then_the_config_file_then_defaults(tmp_path):
+    config = tmp_path / "config.toml"
+    assert configured_timeouts(config) == CallTimeouts()
+    config.write_text("[timeouts]\nconnect_s = 3\nidle_s = 60\n")
+    assert configured_timeouts(config, idle_s=5.0, first_byte_s=None) == CallTimeouts(connect_s=3, idle_s=5)
+    config.write_text("[timeouts]\nidle = 60\n")
+    with pytest.raises(TimeoutConfigError, match="known keys: connect_s, first_byte_s, idle_s"):
+        configured_timeouts(config)
+    config.write_text("[timeouts]\nidle_s = 0\n")
+    with pytest.raises(TimeoutConfigError, match="idle_s"):
+        configured_timeouts(config)
+
+
+def test_a_bad_timeout_in_the_config_file_is_a_usage_error(fake_server, workspace, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("[timeouts]\nfirst_byte_s = \"soon\"\n")
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url, "HITRATE_CONFIG": str(config)}
+    result = CliRunner().invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
+                                      "--db", str(tmp_path / "l.db")], env=env)
+    assert result.exit_code == 2 and "first_byte_s" in result.output and fake_server.requests == []
