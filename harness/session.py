@@ -74,7 +74,13 @@ from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
 from hitrate.tools.base import ApprovalHook, ToolContext
 
-__all__ = ["Cancelled", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
+__all__ = ["Cancelled", "INTERRUPTED_TOOL_RESULT", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
+
+INTERRUPTED_TOOL_RESULT = (
+    "interrupted: the harness stopped while this tool was running, so its result was lost; whatever it "
+    "changed may be partly done. Check before relying on it, or run it again."
+)
+"""The result of a tool call found unanswered when a session is continued."""
 
 NO_REPLY_NOTE = "(no reply)"
 """The assistant turn standing for a reply that never came, when the next user turn follows."""
@@ -289,7 +295,18 @@ class Session(SessionRecording, SessionCompaction):
         if not text.strip():
             raise ValueError("a user message needs some text")
         self.close_open_turn(NO_REPLY_NOTE)
-        self._append(UserMessage(content=(TextBlock(text=text),)))
+        self._append(UserMessage(content=(*self._dangling_tool_results(), TextBlock(text=text))))
+
+    def _dangling_tool_results(self) -> tuple[ToolResultBlock, ...]:
+        """Results for tool calls nobody answered: the transcript ends with the model's tool calls
+        when the process died while they ran (a live session always answers every call, even when
+        cancelled). Each is answered as interrupted, in the same turn as the user's next words, so
+        the conversation is valid again and the model knows the tool's effects are uncertain."""
+        messages = self.transcript.messages
+        last = messages[-1] if messages else None
+        if not isinstance(last, AssistantMessage):
+            return ()
+        return tuple(ToolResultBlock(call_id=c.call_id, content=INTERRUPTED_TOOL_RESULT, is_error=True) for c in last.tool_calls)
 
     def close_open_turn(self, note: str) -> bool:
         """End a turn that stopped before the model answered (it was cancelled, failed, or a limit

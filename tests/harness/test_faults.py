@@ -365,3 +365,39 @@ def test_a_bad_timeout_in_the_config_file_is_a_usage_error(fake_server, workspac
     result = CliRunner().invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace),
                                       "--db", str(tmp_path / "l.db")], env=env)
     assert result.exit_code == 2 and "first_byte_s" in result.output and fake_server.requests == []
+
+
+# ---- resume after a kill -9 in the middle of a tool ----------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_kill_9_while_a_tool_runs_then_resume_answers_the_call_as_interrupted_and_goes_on(fake_server, workspace, tmp_path):
+    fake_server.push(Reply(text="Running it.", tool_calls=[("toolu_1", "shell", '{"command": "touch started; sleep 30"}')]))
+    db = tmp_path / "l.db"
+    proc = subprocess.Popen([*HITRATE, "run", "build it", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)],
+                            env=cli_env(fake_server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 40
+        while not (workspace / "started").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert (workspace / "started").exists(), proc.stderr.read().decode() if proc.poll() is not None else "tool never ran"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Ledger(db) as ledger:
+        (stored,) = ledger.sessions()
+        assert [m.kind for m in ledger.messages(stored.id)][-1] == "assistant"  # the tool call, unanswered
+    fake_server.push(Reply(text="Picked up where it stopped."))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
+    resumed = CliRunner().invoke(app, ["run", "--resume", stored.id, "carry on", "--db", str(db)], env=env)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Picked up where it stopped." in resumed.output
+    sent = fake_server.bodies("/messages")[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    result, text = sent[-1]["content"][:2]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1" and result["is_error"] is True
+    assert result["content"].startswith("interrupted:") and text["text"] == "carry on"
+    with Ledger(db) as ledger:
+        one_row_per_request(fake_server, ledger)
