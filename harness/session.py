@@ -45,9 +45,11 @@ from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
 from hitrate.harness.price_source import configured_price_table
 from hitrate.harness.resume import (
+    INTERRUPTED_TOOL_RESULT,
     PreviousRequest,
     SessionNotResumable,
     explain_against,
+    interrupted_tool_results,
     session_cache,
     load_session,
     previous_request,
@@ -58,7 +60,7 @@ from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
-from hitrate.harness.session_record import SessionRecording
+from hitrate.harness.session_record import Answered, SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
 from hitrate.harness.wire.timeouts import CallBudget
@@ -76,25 +78,10 @@ from hitrate.tools.base import ApprovalHook, ToolContext
 
 __all__ = ["Cancelled", "INTERRUPTED_TOOL_RESULT", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
 
-INTERRUPTED_TOOL_RESULT = (
-    "interrupted: the harness stopped while this tool was running, so its result was lost; whatever it "
-    "changed may be partly done. Check before relying on it, or run it again."
-)
-"""The result of a tool call found unanswered when a session is continued."""
-
 NO_REPLY_NOTE = "(no reply)"
 """The assistant turn standing for a reply that never came, when the next user turn follows."""
 
 Clock = Callable[[], datetime]
-
-
-@dataclass(frozen=True)
-class _Answered:
-    """An attempt that returned: its result, its pending row and when its request was sent."""
-
-    result: CallResult
-    pending: CallRecord
-    started_at: datetime
 
 
 @dataclass
@@ -295,18 +282,8 @@ class Session(SessionRecording, SessionCompaction):
         if not text.strip():
             raise ValueError("a user message needs some text")
         self.close_open_turn(NO_REPLY_NOTE)
-        self._append(UserMessage(content=(*self._dangling_tool_results(), TextBlock(text=text))))
-
-    def _dangling_tool_results(self) -> tuple[ToolResultBlock, ...]:
-        """Results for tool calls nobody answered: the transcript ends with the model's tool calls
-        when the process died while they ran (a live session always answers every call, even when
-        cancelled). Each is answered as interrupted, in the same turn as the user's next words, so
-        the conversation is valid again and the model knows the tool's effects are uncertain."""
-        messages = self.transcript.messages
-        last = messages[-1] if messages else None
-        if not isinstance(last, AssistantMessage):
-            return ()
-        return tuple(ToolResultBlock(call_id=c.call_id, content=INTERRUPTED_TOOL_RESULT, is_error=True) for c in last.tool_calls)
+        # Tool calls a killed process left unanswered are answered as interrupted, in this same turn.
+        self._append(UserMessage(content=(*interrupted_tool_results(self.transcript), TextBlock(text=text))))
 
     def close_open_turn(self, note: str) -> bool:
         """End a turn that stopped before the model answered (it was cancelled, failed, or a limit
@@ -382,28 +359,17 @@ class Session(SessionRecording, SessionCompaction):
                 raise Cancelled("cancelled while waiting to retry")
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
-        first: list[CallRecord] = []
+        attempts: list[CallRecord] = []  # each attempt is a row; retries name the first
         deadline = time.monotonic() + time_left_s if time_left_s is not None else None
         budget = CallBudget(self.config.timeouts, deadline)
 
-        def attempt(number: int) -> _Answered:
-            # Each attempt is its own row, written pending before the request goes out and
-            # completed after, whatever happens; retries name the first attempt's row.
-            started_at = self.clock()
-            clock_start = time.monotonic()
-            pending = self._begin_attempt(prompt, started_at, attempt=number, retry_of=first[0].id if first else None)
-            first[:] = first or [pending]
-            try:
-                result = guard.attempt(lambda on_text: budget.run(
-                    lambda: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text)
-                ))
-            except CallError as error:
-                self._fail_attempt(step, pending, clock_start, str(error), error.partial_usage, epoch)
-                raise
-            except (Cancelled, KeyboardInterrupt) as exc:
-                self._fail_attempt(step, pending, clock_start, f"cancelled: {exc}" if str(exc) else "cancelled", None, epoch)
-                raise Cancelled(str(exc) or "cancelled") from exc
-            return _Answered(result, pending, started_at)
+        def send() -> CallResult:
+            return guard.attempt(lambda on_text: budget.run(
+                lambda: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text)
+            ))
+
+        def attempt(_number: int) -> Answered:  # the number is len(attempts) + 1
+            return self._attempt(step, prompt, epoch, send, attempts=attempts)
 
         try:
             answered = call_with_retries(
@@ -457,20 +423,11 @@ class Session(SessionRecording, SessionCompaction):
             raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
         epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
         guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
-        started_at = self.clock()
-        clock_start = time.monotonic()
-        pending = self._begin_attempt(prompt, started_at, kind=KEEPALIVE_KIND)
-        try:
-            result = guard.attempt(lambda on_text: send_warmup(route.backend, prompt))
-        except CallError as error:
-            self._fail_attempt(0, pending, clock_start, str(error), error.partial_usage, epoch)
-            raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._fail_attempt(0, pending, clock_start, message, None, epoch)
-            raise Cancelled(str(exc) or "cancelled") from exc
+        answered = self._attempt(0, prompt, epoch, lambda: guard.attempt(lambda on_text: send_warmup(route.backend, prompt)),
+                                 kind=KEEPALIVE_KIND)
+        result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=pending)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         # A read refreshes the entry from this request's start: the next request is explained
         # against the warm-up, not against the request it repeated.
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)

@@ -7,6 +7,7 @@ relies only on the session attributes declared below."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
@@ -15,7 +16,8 @@ from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.events import CallRecorded, call_facts
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
-from hitrate.harness.wire.types import CallResult
+from hitrate.harness.interruptible import Cancelled
+from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.explain import MissExplanation
 from hitrate.projection.prompt import Prompt
 from hitrate.store.cost import cost, miss_cost
@@ -23,6 +25,15 @@ from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord
 from hitrate.store.usage import Usage
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An attempt that returned: its result, its pending row and when its request was sent."""
+
+    result: CallResult
+    pending: CallRecord
+    started_at: datetime
 
 
 class SessionRecording:
@@ -35,6 +46,7 @@ class SessionRecording:
     price_table: PriceTable
     records: list[tuple[int, CallRecord]]
     _epochs: SessionEpochs
+    clock: Callable[[], datetime]
     emit: Callable[[Any], None]
 
     def _call_record(self, prompt: Prompt, started_at: datetime, **fields: Any) -> CallRecord:
@@ -53,6 +65,30 @@ class SessionRecording:
             cache_mode=self.config.cache_mode,
             **fields,
         )
+
+    def _attempt(
+        self, step: int, prompt: Prompt, epoch: EpochView, send: Callable[[], CallResult], *,
+        attempts: list[CallRecord] | None = None, kind: str | None = None,
+    ) -> Answered:
+        """One attempt of a call: its row written pending, `send()`, and the row completed with the
+        error when it fails (a cancel included, raised as `Cancelled`). The caller completes the
+        row of an attempt that returned (`_record` with `pending`). `attempts`: the rows of the
+        call's earlier attempts, to which this one's is added; a retry names the first of them."""
+        started_at = self.clock()
+        clock_start = time.monotonic()
+        earlier = attempts if attempts is not None else []
+        pending = self._begin_attempt(prompt, started_at, attempt=len(earlier) + 1,
+                                      retry_of=earlier[0].id if earlier else None, kind=kind)  # fmt: skip
+        earlier.append(pending)
+        try:
+            result = send()
+        except CallError as error:
+            self._fail_attempt(step, pending, clock_start, str(error), error.partial_usage, epoch)
+            raise
+        except (Cancelled, KeyboardInterrupt) as exc:
+            self._fail_attempt(step, pending, clock_start, f"cancelled: {exc}" if str(exc) else "cancelled", None, epoch)
+            raise Cancelled(str(exc) or "cancelled") from exc
+        return Answered(result, pending, started_at)
 
     def _begin_attempt(
         self, prompt: Prompt, started_at: datetime, *, attempt: int = 1, retry_of: str | None = None, kind: str | None = None,

@@ -44,7 +44,7 @@ from hitrate.store.ledger_rows import (  # noqa: F401  _CALL_COLUMNS: re-exporte
     _where,
 )
 from hitrate.store.ledger_schema import migrate, user_version
-from hitrate.store.ledger_spool import LedgerWriteError, SpoolOp, forget_spool, is_out_of_room, spool, spooled_entries
+from hitrate.store.ledger_spool import LedgerWriteError, SpoolOp, is_out_of_room, replay_spool, spooling
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import (
     INTERRUPTED_CALL_ERROR,
@@ -494,35 +494,15 @@ class Ledger:
 
     # ---- internals -----------------------------------------------------------------------------
 
-    @contextmanager
-    def _spooling(self, op: SpoolOp, row: dict[str, Any]) -> Iterator[None]:
+    def _spooling(self, op: SpoolOp, row: dict[str, Any]) -> Any:
         """Spool `row` (see `ledger_spool`) when the write inside fails for lack of room."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if not is_out_of_room(exc):
-                raise
-            raise spool(self.path, op, row, exc) from exc
+        return spooling(self.path, op, row)
 
     def _replay_spool(self) -> int:
-        """Write the rows a full disk left in the spool journal; returns how many still wait there
-        (all of them while the file still has no room, 0 once they are in)."""
-        entries = spooled_entries(self.path)
-        if not entries:
-            return 0
-        try:
-            with self.transaction():
-                for op, row in entries:
-                    if op == "call":
-                        self.db.conn.execute(_FINISH_CALL, {c: row.get(c) for c in _CALL_COLUMNS})
-                    else:
-                        self.db.conn.execute(_INSERT_MESSAGE.replace("INSERT", "INSERT OR IGNORE", 1), row)
-        except sqlite3.OperationalError as exc:
-            if is_out_of_room(exc):
-                return len(entries)
-            raise
-        forget_spool(self.path)
-        return 0
+        """Write the rows a full disk left in the spool journal; how many still wait there."""
+        with self._lock:
+            return replay_spool(self.db.conn, self.path, finish_call=_FINISH_CALL, columns=_CALL_COLUMNS,
+                                insert_message=_INSERT_MESSAGE)
 
     def priced(self, call: CallRecord, table: PriceTable | None) -> CallRecord:
         """`call` with its cost computed from `table`, unless it has one (or no table is given)."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -91,3 +93,46 @@ def spooled_entries(ledger_path: Path) -> list[tuple[SpoolOp, dict[str, Any]]]:
 
 def forget_spool(ledger_path: Path) -> None:
     spool_path(ledger_path).unlink(missing_ok=True)
+
+
+@contextmanager
+def spooling(ledger_path: Path, op: SpoolOp, row: dict[str, Any]) -> Iterator[None]:
+    """Spool `row` and raise `LedgerWriteError` when the write inside fails for lack of room."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if not is_out_of_room(exc):
+            raise
+        raise spool(ledger_path, op, row, exc) from exc
+
+
+def replay_spool(
+    conn: sqlite3.Connection, ledger_path: Path, *, finish_call: str, columns: Sequence[str], insert_message: str
+) -> int:
+    """Write the journal's rows into the ledger (`conn`, outside any transaction) in one
+    transaction, then remove the journal; returns how many rows still wait there (all of them
+    while the file still has no room, 0 once they are in). A call row goes in through `finish_call`
+    (completing its pending row, or inserted); a transcript entry unless already there."""
+    entries = spooled_entries(ledger_path)
+    if not entries:
+        return 0
+    keep_message = insert_message.replace("INSERT", "INSERT OR IGNORE", 1)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for op, row in entries:
+                if op == "call":
+                    conn.execute(finish_call, {c: row.get(c) for c in columns})
+                else:
+                    conn.execute(keep_message, row)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.OperationalError as exc:
+        if is_out_of_room(exc):
+            return len(entries)
+        raise
+    forget_spool(ledger_path)
+    return 0
