@@ -7,6 +7,7 @@ one of them holds: each request the server received is exactly one ledger row, w
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from fake_llm_server import Broken, Failure, FakeLLMServer, Hang, Reply, StreamError
 from typer.testing import CliRunner
 
@@ -95,6 +98,20 @@ def test_ledger_command_shows_failed_attempts_and_retries(fake_server, workspace
     shown = CliRunner().invoke(app, ["ledger", "--db", str(db)], env=env)
     assert shown.exit_code == 0, shown.output
     assert "2 (1✗) (1↻)" in shown.output and "n↻: retries" in shown.output
+    with Ledger(db) as ledger:
+        (session,) = ledger.sessions()
+        failed, served = ledger.calls()
+    listed = CliRunner().invoke(app, ["ledger", "--db", str(db), "--calls", session.id[:8]], env=env)
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    failed_line = next(line for line in lines if " failed " in line)
+    served_line = next(line for line in lines if " ok " in line)
+    assert " 1 " in failed_line and " 2 " in served_line
+    assert any("unavailable" in line and failed.id[:4] in line for line in lines)
+    as_json = CliRunner().invoke(app, ["ledger", "--db", str(db), "--calls", session.id, "--json"], env=env)
+    rows = json.loads(as_json.output)
+    assert [(r["attempt"], r["retry_of"], r["outcome"]) for r in rows] == [(1, None, "failed"), (2, failed.id, "ok")]
+    assert rows[0]["usage"]["output"] is None and rows[1]["usage"]["output"] == served.usage.output
 
 
 # ---- a row before the request, completed after ---------------------------------------------------
@@ -401,3 +418,42 @@ def test_kill_9_while_a_tool_runs_then_resume_answers_the_call_as_interrupted_an
     assert result["content"].startswith("interrupted:") and text["text"] == "carry on"
     with Ledger(db) as ledger:
         one_row_per_request(fake_server, ledger)
+
+
+# ---- the property, over random sequences of faults -----------------------------------------------
+
+FAULTS = {
+    "500": lambda wire: Failure(500, {"error": {"type": "server_error", "message": "boom"}}),
+    "529": lambda wire: Failure(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    "429": lambda wire: Failure(429, {"error": {"type": "rate_limit_error", "message": "slow down"}}, {"retry-after": "0"}),
+    "400": lambda wire: Failure(400, {"error": {"type": "invalid_request_error", "message": "no"}}),
+    "cut": lambda wire: Broken(Reply(text="half an ans"), cut=CUT_BEFORE_END[wire]),
+    "garbage": lambda wire: Broken(Reply(text="hello there"), garbage=GARBAGE[wire], at=3),
+    "in-stream": lambda wire: StreamError("overloaded_error" if wire == "anthropic" else "server_error"),
+    "answer": lambda wire: Reply(text="fine"),
+    "tool": lambda wire: Reply(tool_calls=[("call_1", "list_dir", "{}")]),
+}
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(wire=st.sampled_from(list(WIRES)), faults=st.lists(st.sampled_from(list(FAULTS)), min_size=1, max_size=8))
+def test_whatever_fails_every_request_is_exactly_one_row(wire, faults, workspace, tmp_path_factory):
+    server = FakeLLMServer(default=lambda request: Failure(500, {"error": {"type": "server_error", "message": "script exhausted"}}))
+    server.start()
+    server.push(*(FAULTS[name](wire) for name in faults))
+    try:
+        with Ledger(tmp_path_factory.mktemp("prop") / "l.db") as ledger:
+            session = session_on(server, wire, workspace, ledger)
+            result = Agent(session, limits=AgentLimits(max_steps=4)).run("go")
+            assert result.status in ("end_turn", "max_steps", "error")
+            one_row_per_request(server, ledger)
+            rows = ledger.calls()
+            assert all(r.state == "done" for r in rows)
+            # Retries name the first attempt of their call; a row with an error has no usage.
+            ids = {r.id: r for r in rows}
+            assert all(r.retry_of is None or (r.retry_of in ids and ids[r.retry_of].attempt == 1) for r in rows)
+            assert all(r.usage.output is None for r in rows if r.error)
+            assert len(result.summary.model_dump()) and result.summary.failed_calls == sum(1 for r in rows if r.error)
+    finally:
+        server.stop()
