@@ -143,7 +143,7 @@ def ledger_command(
         limit = _DEFAULT_LIMIT if by == "session" else 0
     from hitrate.harness.commands import ledger_tables as ledger_tables
 
-    with Ledger(path) as ledger:
+    with Ledger(path, read_only=True) as ledger:
         if calls is not None:
             from hitrate.harness.commands.ledger_calls import print_calls
             from hitrate.harness.commands.sessions import SessionLookupError, resolve_session
