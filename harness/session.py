@@ -442,8 +442,11 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
             raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
         epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
         guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
-        answered = self._attempt(0, prompt, epoch, lambda: guard.attempt(lambda on_text: send_warmup(route.backend, prompt)),
-                                 kind=KEEPALIVE_KIND)
+        budget = CallBudget(self.config.timeouts)
+        answered = self._attempt(
+            0, prompt, epoch, lambda: guard.attempt(lambda on_text: budget.run(lambda: send_warmup(route.backend, prompt))),
+            kind=KEEPALIVE_KIND,
+        )
         result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
         record = self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending)

@@ -78,8 +78,8 @@ def spooled_entries(ledger_path: Path) -> list[tuple[SpoolOp, dict[str, Any]]]:
     path = spool_path(ledger_path)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
+    except (FileNotFoundError, IsADirectoryError):
+        return []  # no journal (a folder in its place is not one either)
     out: list[tuple[SpoolOp, dict[str, Any]]] = []
     for line in text.splitlines():
         try:

@@ -130,6 +130,7 @@ def ledger_command(
     contradicted itself are counted under "flagged" and listed below the table (all of them with
     --flagged)."""
     from hitrate.store.ledger import Ledger, default_ledger_path
+    from hitrate.store.ledger_spool import spool_path
 
     if by not in _GROUPS:
         _fail(f"--by must be one of {', '.join(_GROUPS)}, not {by!r}")
@@ -144,6 +145,9 @@ def ledger_command(
     from hitrate.harness.commands import ledger_tables as ledger_tables
 
     with Ledger(path, read_only=True) as ledger:
+        if ledger.spooled_rows:
+            typer.echo(f"note: {ledger.spooled_rows} row(s) a full disk kept out of the ledger wait in "
+                       f"{spool_path(path)}; they are added the next time it is opened with free space", err=True)  # fmt: skip
         if calls is not None:
             from hitrate.harness.commands.ledger_calls import print_calls
             from hitrate.harness.commands.sessions import SessionLookupError, resolve_session

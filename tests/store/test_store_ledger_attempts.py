@@ -135,3 +135,16 @@ def test_a_full_disk_before_a_call_sends_nothing_and_spools_nothing(tmp_path: Pa
         with pytest.raises(LedgerWriteError, match="nothing was spent") as caught:
             ledger.begin_call(call(raw_usage={"note": "x" * 8000}, section_hashes=["h" * 64] * 200))
         assert caught.value.spooled_to is None and not spool_path(path).exists()
+
+
+def test_when_even_the_spool_cannot_be_written_the_error_carries_the_row_and_its_usage(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    spool_path(path).mkdir()  # nothing can be appended there
+    with Ledger(path) as ledger:
+        pending = ledger.begin_call(call())
+        full(ledger)
+        with pytest.raises(LedgerWriteError) as caught:
+            ledger.finish_call(served(pending).model_copy(update={"raw_usage": {**RAW, "note": "x" * 8000}}))
+    assert caught.value.spooled_to is None
+    message = str(caught.value)
+    assert "could not be saved" in message and '"cache_read":188086' in message and '"output":393' in message
