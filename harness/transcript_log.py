@@ -34,7 +34,7 @@ from hitrate.projection.transcript import (
     TranscriptError,
     UserMessage,
 )
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.records import MessageRecord
 
 KIND_USER = "user"
@@ -84,7 +84,12 @@ class TranscriptLog:
         self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
 
     def _append(self, kind: str, body: str) -> None:
-        self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        try:
+            self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.next_seq += 1  # the entry is kept in the spool, at this position
+            raise
         self.next_seq += 1
 
 

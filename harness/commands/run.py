@@ -80,7 +80,9 @@ def run_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
+    max_wall: Optional[float] = typer.Option(
+        None, "--max-wall", min=0.001, help="Stop after this many seconds: no call starts, and none (nor its retries) runs, past it."
+    ),
     max_output_tokens: Optional[int] = typer.Option(
         None, "--max-output-tokens", min=1, help="max_tokens of each call (thinking included). Default: 32,000 on models "
         "that think by default, else 4,096, within the model's own output limit.",
@@ -89,6 +91,18 @@ def run_command(
         None, "--effort", help="Reasoning effort: low, medium, high or max, sent as each backend's own parameter "
         "(Anthropic output_config.effort, OpenAI reasoning_effort / reasoning.effort, ...). Default: the config file's "
         "`effort`, else the model's own default.",
+    ),
+    connect_timeout: Optional[float] = typer.Option(
+        None, "--connect-timeout", min=0.001, help="Seconds to reach the model server (default: the config file's "
+        "[timeouts] connect_s, else 10).",
+    ),
+    first_byte_timeout: Optional[float] = typer.Option(
+        None, "--first-byte-timeout", min=0.001, help="Seconds from sending a request to the response headers "
+        "(default: [timeouts] first_byte_s, else 120).",
+    ),
+    idle_timeout: Optional[float] = typer.Option(
+        None, "--idle-timeout", min=0.001, help="Seconds of silence allowed between two chunks of a streamed reply "
+        "(default: [timeouts] idle_s, else 300). Each call also ends at what is left of --max-wall.",
     ),
     context_window: Optional[int] = typer.Option(
         None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
@@ -124,7 +138,8 @@ def run_command(
     call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 4 the model refused, 130
     cancelled."""
     from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.defaults import default_model
+    from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.models import ModelSpecError, parse_model_spec
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
@@ -150,6 +165,10 @@ def run_command(
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
+    try:
+        timeouts = configured_timeouts(config_path(), connect_s=connect_timeout, first_byte_s=first_byte_timeout, idle_s=idle_timeout)
+    except TimeoutConfigError as exc:
+        _fail(str(exc))
     # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
     Ledger(ledger_path).close()
     try:
@@ -179,7 +198,7 @@ def run_command(
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window,
-                                               compact_at=compact_at, effort=level),
+                                               compact_at=compact_at, effort=level, timeouts=timeouts),
                           resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))

@@ -388,8 +388,11 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             if include and _refuses_encrypted_reasoning(exc):
                 raise _EncryptedReasoningRefused() from exc
 
-        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine) as call:
-            stream = self._client.responses.create(**request)
+        # A whole Responses stream ends with `response.completed` (or `response.incomplete`, a
+        # reply cut at a limit, said so); `response.failed` and `error` say it failed.
+        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine,
+                          last_event="response.completed") as call:
+            stream = self._client.responses.create(**request, **call.timeout)
             for event in call.events(stream):
                 kind = getattr(event, "type", None)
                 timer = call.timer
@@ -415,16 +418,14 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
                 elif kind in ("response.completed", "response.incomplete"):
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
+                    call.end()
                 elif kind == "response.failed":
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
                     raise _stream_failure(final.get("error") or {}, stream.response)
                 elif kind == "error":
                     raise _stream_failure(_dict(event), stream.response)
-        if final is None:
-            raise CallError(
-                f"{where}: the stream ended before response.completed", kind="connection", request_id=call.request_id
-            )
+        assert final is not None  # `events` refuses a stream without its last event
         model = final.get("model") or model
         response_id = final.get("id") or response_id
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
