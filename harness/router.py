@@ -3,9 +3,11 @@
     route = Router().resolve("anthropic/claude-sonnet-5")
     route.backend.call(prompt, max_tokens=...)
 
-Caching rules come from the wire protocol and the model's entry in the price table (minimum
-cacheable length, implicit prefix vs explicit breakpoints), never from a substring of the model
-name. Errors say what to set: an unknown provider, a missing key, a server that does not answer.
+Caching rules come from the provider the user named, the wire protocol and the model's entry in
+the price table (minimum cacheable length, implicit prefix vs explicit breakpoints), never from a
+substring of the model name; a route's `Quirks.cache_family` (OpenRouter's Claude, or a config-file
+override) names them outright. Errors say what to set: an unknown provider, a missing key or
+region, a server that does not answer.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from hitrate.harness.local_backend import LocalEngineServer
+from hitrate.harness.model_overrides import Overrides, apply_override, load_overrides
 from hitrate.harness.models import ModelSpec, ModelSpecError, parse_model_spec
+from hitrate.harness.route_clients import anthropic_client_for, openai_auth_for
 from hitrate.harness.wire.anthropic import AnthropicBackend
 from hitrate.harness.wire.openai_chat import OpenAIChatBackend
 from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
@@ -74,10 +78,21 @@ def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRu
         # The engine's radix cache matches any prefix (explained as "local"), but marks are still
         # planned Anthropic-style and sent as cache_control: the engine pins those prefixes.
         return CacheRules(family="anthropic", min_cacheable_tokens=0), CacheRules(family="local")
-    if spec.wire == "anthropic_messages":
+    named = spec.quirks.cache_family
+    if spec.wire == "anthropic_messages" or named == "anthropic":
         # A model missing from the table (or an Anthropic-compatible gateway) gets marks at any length:
         # a mark below the real minimum costs nothing, it just does not cache.
         rules = CacheRules(family="anthropic", min_cacheable_tokens=minimum)
+        return rules, rules
+    if named == "openai_breakpoints":
+        rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=minimum)
+        return rules, rules
+    if named == "openai_implicit":
+        extended = entry is not None and entry.cache_retention == "24h"
+        rules = CacheRules(family="openai_implicit", min_cacheable_tokens=minimum or 1024, extended_retention=extended)
+        return rules, rules
+    if named is not None:
+        rules = CacheRules(family=named, min_cacheable_tokens=minimum)
         return rules, rules
     dialect = spec.quirks.usage_dialect
     if dialect == "openai":
@@ -132,15 +147,21 @@ class Router:
         timeout_s: float = 600.0,
         local_factory: LocalFactory = LocalEngineServer,
         price_table: PriceTable | None = None,
+        overrides: Overrides | None = None,
     ) -> None:
+        """`overrides`: per-model quirks by spec label; None reads them from the config file that
+        `env` names (`hitrate.harness.model_overrides`)."""
         self.env = dict(os.environ) if env is None else dict(env)
         self.preflight = preflight
         self.timeout_s = timeout_s
         self.local_factory = local_factory
         self.price_table = price_table or PriceTable.default()
+        self.overrides = load_overrides(self.env) if overrides is None else overrides
 
     def parse(self, spec: str | ModelSpec) -> ModelSpec:
-        return spec if isinstance(spec, ModelSpec) else parse_model_spec(spec, self.env)
+        if isinstance(spec, ModelSpec):
+            return spec
+        return apply_override(parse_model_spec(spec, self.env), self.overrides)
 
     def resolve(self, spec: str | ModelSpec) -> Route:
         parsed = self.parse(spec)
@@ -154,11 +175,17 @@ class Router:
             return Route(spec=parsed, backend=backend, rules=rules, explain_rules=explain, local=server)
         key = parsed.api_key(self.env)
         assert parsed.base_url is not None
+        # Credentials first: a missing key or region is said before a network check.
+        client = anthropic_client_for(parsed, self.env, self.timeout_s)
+        headers: dict[str, str] = {}
+        if parsed.provider == "azure":
+            key, headers = openai_auth_for(parsed, self.env)
         if self.preflight:
             check_reachable(parsed.base_url)
         if parsed.wire == "anthropic_messages":
             backend = AnthropicBackend(
-                model=parsed.model, api_key=key or "", base_url=parsed.base_url, label=parsed.label, timeout_s=self.timeout_s
+                model=parsed.model, api_key=key or "", base_url=parsed.base_url, label=parsed.label, timeout_s=self.timeout_s,
+                client=client,
             )
         elif parsed.wire == "openai_responses":
             backend = OpenAIResponsesBackend(
@@ -181,5 +208,6 @@ class Router:
                 label=parsed.label,
                 timeout_s=self.timeout_s,
                 prices=self.price_table,
+                extra_headers=headers,
             )
         return Route(spec=parsed, backend=backend, rules=rules, explain_rules=explain)

@@ -59,7 +59,8 @@ def run_command(
     task: Optional[str] = typer.Argument(None, help="What the agent should do (with --resume: the next instruction)."),
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
-        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>; "
+        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openrouter/<vendor>/…, azure/<deployment>, "
+        "bedrock/<model id>, vertex/…, openai-compat/<model>@<url>, local/<path or hub id>; "
         "or a short name: sonnet, opus, haiku, gpt, deepseek, gemini (`hitrate prices` shows what they are). "
         "Default: the resumed session's model; else $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model.",
@@ -175,7 +176,9 @@ def exit_code(result: AgentResult) -> int:
     return _EXIT_FOR_STATUS.get(result.status, EXIT_ERROR)
 
 
-_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini")
+_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini", "bedrock", "vertex")
+# Routes whose models are another provider's, for the closest-name hint.
+_PRICED_AS = {"openai-responses": "openai", "bedrock": "anthropic", "vertex": "anthropic"}
 
 
 def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
@@ -187,7 +190,7 @@ def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
 
     from hitrate.harness.models import ModelSpecError
 
-    provider = "openai" if spec.provider == "openai-responses" else spec.provider
+    provider = _PRICED_AS.get(spec.provider, spec.provider)
     names = sorted({n for m in table.models if m.provider == provider for n in (m.model, *m.aliases)})
     close = difflib.get_close_matches(spec.model.lower(), names, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(f'{spec.provider}/{c}' for c in close)}? " if close else ""

@@ -155,9 +155,11 @@ def render_chat_request(
 
 
 def normalize_usage(
-    raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None, *, prices: PriceTable | None = None
+    raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None, *, prices: PriceTable | None = None,
+    write_ttl: str = "5m",
 ) -> Usage:
-    """Normalized usage for a Chat Completions `usage` payload from the server `quirks` describe."""
+    """Normalized usage for a Chat Completions `usage` payload from the server `quirks` describe.
+    `write_ttl`: the TTL class a gateway's unsplit cache writes are booked under (OpenRouter)."""
     if not raw:
         return Usage()  # the server sent no usage: every bucket unknown
     dialect = quirks.usage_dialect
@@ -165,6 +167,8 @@ def normalize_usage(
         return normalize.from_deepseek(raw)
     if dialect == "gemini_openai":
         return normalize.from_gemini_openai(raw)
+    if dialect == "openrouter":
+        return normalize.from_openrouter(raw, write_ttl=write_ttl)
     if dialect == "openai":
         entry = (prices or PriceTable.default()).find(model)
         if entry is not None:
@@ -244,6 +248,16 @@ class _Reply:
         return AssistantMessage(content=tuple(content)) if content else None
 
 
+def write_ttl_of(prompt: Prompt) -> str:
+    """The TTL class writes of `prompt` are booked under when usage does not split them: the
+    Anthropic family's longest planned mark (Anthropic writes the 1h entries first), else the
+    family's own (GPT-5.6 explicit breakpoints: 30m)."""
+    ttls = {mark.ttl for mark in prompt.breakpoints}
+    if prompt.family == "anthropic":
+        return "1h" if "1h" in ttls else "5m"
+    return "30m"
+
+
 class OpenAIChatBackend(OpenAIClientBackend):
     """One model behind a Chat Completions endpoint."""
 
@@ -279,7 +293,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
                     if choice.delta is not None:
                         reply.add(choice.delta, call.timer, on_text)
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
-        usage = normalize_usage(raw_usage, self.quirks, model, timings, prices=self.prices)
+        usage = normalize_usage(raw_usage, self.quirks, model, timings, prices=self.prices, write_ttl=write_ttl_of(prompt))
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
         return call.result(

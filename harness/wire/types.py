@@ -269,13 +269,19 @@ class OpenAIContent:
 
     def __init__(self, prompt: Prompt, marks: PlannedMarks) -> None:
         self.marks = marks
-        self.parts_mode = prompt.family == "openai_breakpoints"
+        # Anthropic-family marks on this wire are for a gateway that passes Anthropic's
+        # `cache_control` through on content parts (OpenRouter's Claude models).
+        self.family = prompt.family
+        self.parts_mode = prompt.family in ("openai_breakpoints", "anthropic")
 
     def part(self, text: str, key: BlockKey) -> dict[str, Any]:
         part: dict[str, Any] = {"type": self.part_type, "text": text}
         mark = self.marks.take(key)
         if mark is not None:
-            part["prompt_cache_breakpoint"] = openai_breakpoint(mark)
+            if self.family == "anthropic":
+                part["cache_control"] = {"type": "ephemeral", "ttl": mark.ttl}
+            else:
+                part["prompt_cache_breakpoint"] = openai_breakpoint(mark)
         return part
 
     def content(self, pieces: list[tuple[str, BlockKey]]) -> Any:
