@@ -7,7 +7,9 @@ fields are read, whether `prompt_cache_key` is sent, which max-tokens field is u
 
 Layout on this wire: one system message (system text, then the project docs), then the transcript.
 A user turn becomes one `tool` message per tool result followed by one `user` message with its text
-and frozen context blocks. Tool-call `arguments` are sent as the exact string the model streamed.
+and frozen context blocks; a turn of tool results only carries its context at the end of its last
+`tool` message, so no user message is made between tool rounds. Tool-call `arguments` are sent as
+the exact string the model streamed.
 
 Cache marks: only GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s, on content parts. When the
 projection planned marks for that family, every message is rendered with content-part lists (so
@@ -34,6 +36,7 @@ from hitrate.harness.wire.types import (
     RenderReport,
     StreamTimer,
     TextSink,
+    context_rides_with_tool_results,
     map_stop_reason,
     native_raw,
     sendable_arguments,
@@ -73,16 +76,21 @@ class _Renderer(OpenAIContent):
         return {"role": "system", "content": self.content(pieces)}
 
     def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+        results: list[tuple[str, list[tuple[str, BlockKey]]]] = []
         pieces: list[tuple[str, BlockKey]] = []
+        # Context of a turn of tool results only is appended to its last tool message.
+        ride = context_rides_with_tool_results(message)
         for bi, block in enumerate(message.content):
             key = ("message", mi, bi)
             if isinstance(block, ToolResultBlock):
-                out.append({"role": "tool", "tool_call_id": block.call_id, "content": self.content([(block.content, key)])})
+                results.append((block.call_id, [(block.content, key)]))
             elif isinstance(block, ContextBlock):
-                pieces.append((block.text, key))
+                (results[-1][1] if ride and results else pieces).append((block.text, key))
             elif isinstance(block, TextBlock) and block.text:
                 pieces.append((block.text, key))
+        out: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": call_id, "content": self.content(parts)} for call_id, parts in results
+        ]
         if pieces:
             out.append({"role": "user", "content": self.content(pieces)})
         return out

@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.projection.prompt import Breakpoint, Prompt
-from hitrate.projection.transcript import AssistantMessage
+from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock
 from hitrate.store.usage import Usage
 
 TextSink = Callable[[str], None]
@@ -288,6 +288,19 @@ class OpenAIContent:
         if self.parts_mode:
             return [self.part(text, key) for text, key in pieces]
         return self.join.join(text for text, _ in pieces)
+
+
+def context_rides_with_tool_results(message: Any) -> bool:
+    """Whether a user turn's frozen context (`ContextBlock`s) goes inside its last tool output
+    rather than into a user message of its own: a turn made only of tool results (the harness's
+    turn between two tool rounds) has no user message, and adding one would make every tool
+    step a new user query. Chat templates such as Qwen3's drop the reasoning of every assistant
+    turn before the last user query (changing the rendered prefix, so the prefix cache misses
+    too), and reasoning-scope rules that count user turns (GPT-5.6 `reasoning.context`) reset."""
+    content = getattr(message, "content", ())
+    has_results = any(isinstance(b, ToolResultBlock) for b in content)
+    has_text = any(isinstance(b, TextBlock) and b.text for b in content)
+    return has_results and not has_text
 
 
 def openai_breakpoint(mark: Breakpoint) -> dict[str, str]:
