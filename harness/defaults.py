@@ -13,7 +13,7 @@ import os
 import socket
 import tomllib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import platformdirs
 
@@ -58,15 +58,33 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("hitrate", appauthor=False)) / "config.toml"
 
 
+def config_data(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The parsed config file; {} when it does not exist."""
+    path = config_path(env)
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+CACHE_TTLS = ("5m", "1h")
+
+
+def configured_cache_ttl(env: dict[str, str] | None = None) -> str | None:
+    """The `cache_ttl` key of the config file ("5m" or "1h"): the lifetime of the cache marks on
+    Anthropic-family routes when `--cache-ttl` does not say."""
+    value = config_data(env).get("cache_ttl")
+    if value is not None and value not in CACHE_TTLS:
+        raise ModelSpecError(f"config file {config_path(env)}: `cache_ttl` must be \"5m\" or \"1h\", not {value!r}")
+    return value
+
+
 def configured_model(env: dict[str, str] | None = None) -> str | None:
     """The `model` key of the config file, if the file exists and sets it."""
     path = config_path(env)
-    if not path.is_file():
-        return None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
+    data = config_data(env)
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ModelSpecError(f"config file {path}: `model` must be a string like \"anthropic/claude-sonnet-5\"")

@@ -20,12 +20,11 @@ names the table, so a typo never silently does nothing.
 from __future__ import annotations
 
 import os
-import tomllib
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from hitrate.harness.defaults import config_path
+from hitrate.harness.defaults import config_data, config_path
 from hitrate.harness.models import CacheFamilyName, ModelSpec, ModelSpecError, UsageDialect
 
 
@@ -66,14 +65,8 @@ def parse_overrides(data: Mapping[str, Any], where: str) -> dict[str, QuirkOverr
 
 def load_overrides(env: Mapping[str, str] | None = None) -> dict[str, QuirkOverride]:
     """The overrides in the config file (none when it does not exist)."""
-    path = config_path(dict(os.environ) if env is None else dict(env))
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
-    return parse_overrides(data, f"config file {path}")
+    env = dict(os.environ) if env is None else dict(env)
+    return parse_overrides(config_data(env), f"config file {config_path(env)}")
 
 
 def apply_override(spec: ModelSpec, overrides: Overrides) -> ModelSpec:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlparse
 
+from hitrate.harness.defaults import configured_cache_ttl
 from hitrate.harness.local_backend import LocalEngineServer
 from hitrate.harness.model_overrides import Overrides, apply_override, load_overrides
 from hitrate.harness.models import ModelSpec, ModelSpecError, parse_model_spec
@@ -69,8 +70,26 @@ class Route:
             self.local.stop()
 
 
-def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRules, CacheRules]:
-    """(planning rules, explanation rules) for a spec."""
+def rules_for(spec: ModelSpec, table: PriceTable | None = None, *, cache_ttl: str | None = None) -> tuple[CacheRules, CacheRules]:
+    """(planning rules, explanation rules) for a spec. `cache_ttl` ("5m" / "1h") sets the lifetime
+    of every cache mark on Anthropic-family routes; RouteError on a route whose cache has no
+    such choice."""
+    rules, explain = _rules_for(spec, table)
+    if cache_ttl is None:
+        return rules, explain
+    if cache_ttl not in ("5m", "1h"):
+        raise RouteError(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
+    if rules.family != "anthropic":
+        raise RouteError(
+            f"--cache-ttl applies to routes with Anthropic's cache (anthropic/, bedrock/, vertex/, openrouter/anthropic/, "
+            f"local/); {spec.label} caches by {rules.family} rules"
+        )
+    # One TTL for every mark keeps Anthropic's order rule (1h entries before 5m ones) trivially.
+    rules = rules.model_copy(update={"head_ttl": cache_ttl, "message_ttl": cache_ttl})
+    return rules, (rules if explain.family == "anthropic" else explain)
+
+
+def _rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRules, CacheRules]:
     table = table or PriceTable.default()
     entry = table.find(spec.model)
     minimum = entry.min_cacheable_tokens if entry is not None and entry.min_cacheable_tokens else 0
@@ -148,24 +167,38 @@ class Router:
         local_factory: LocalFactory = LocalEngineServer,
         price_table: PriceTable | None = None,
         overrides: Overrides | None = None,
+        cache_ttl: str | None = None,
     ) -> None:
         """`overrides`: per-model quirks by spec label; None reads them from the config file that
-        `env` names (`hitrate.harness.model_overrides`)."""
+        `env` names (`hitrate.harness.model_overrides`). `cache_ttl`: the lifetime of cache marks
+        ("5m" / "1h", `--cache-ttl`), refused on routes without that choice; None: the config
+        file's `cache_ttl`, applied to the routes that have the choice."""
         self.env = dict(os.environ) if env is None else dict(env)
         self.preflight = preflight
         self.timeout_s = timeout_s
         self.local_factory = local_factory
         self.price_table = price_table or PriceTable.default()
         self.overrides = load_overrides(self.env) if overrides is None else overrides
+        self.cache_ttl = cache_ttl
+        self.configured_cache_ttl = configured_cache_ttl(self.env) if cache_ttl is None else None
 
     def parse(self, spec: str | ModelSpec) -> ModelSpec:
         if isinstance(spec, ModelSpec):
             return spec
         return apply_override(parse_model_spec(spec, self.env), self.overrides)
 
+    def rules(self, spec: ModelSpec) -> tuple[CacheRules, CacheRules]:
+        """(planning, explanation) rules of `spec` with this router's cache TTL."""
+        if self.cache_ttl is not None:
+            return rules_for(spec, self.price_table, cache_ttl=self.cache_ttl)
+        rules, explain = rules_for(spec, self.price_table)
+        if self.configured_cache_ttl is not None and rules.family == "anthropic":
+            return rules_for(spec, self.price_table, cache_ttl=self.configured_cache_ttl)
+        return rules, explain
+
     def resolve(self, spec: str | ModelSpec) -> Route:
         parsed = self.parse(spec)
-        rules, explain = rules_for(parsed, self.price_table)
+        rules, explain = self.rules(parsed)
         if parsed.wire == "local_engine":
             server = self.local_factory(parsed.model)
             url = server.start()
