@@ -7,6 +7,8 @@ Entries are only ever appended (the ledger's `messages` table), in transcript or
                       message was sent (the projection appends it to the message; stored apart so
                       no stored row ever changes)
     model             the session moved to another model: {"spec": "...", "reason": "..."}
+    head              the tool specs, system prompt and docs its requests are built from, when the
+                      first request is built and whenever that head changes (`session_head`)
 
 A user message is stored before the request that carries it is sent, so a crash loses nothing that
 reached the model. Content is stored as JSON strings, which give back the same characters, so a
@@ -36,6 +38,7 @@ KIND_USER = "user"
 KIND_ASSISTANT = "assistant"
 KIND_CONTEXT = "context"
 KIND_MODEL = "model"
+KIND_HEAD = "head"
 KIND_COMPACTION = "compaction"
 """The transcript was compacted: `{"keep_from": i, "summary": text}` (see projection.compaction)."""
 
@@ -63,6 +66,9 @@ class TranscriptLog:
     def model(self, spec: str, reason: str) -> None:
         self._append(KIND_MODEL, json.dumps({"reason": reason, "spec": spec}, sort_keys=True, ensure_ascii=False))
 
+    def head(self, head_json: str) -> None:
+        self._append(KIND_HEAD, head_json)
+
     def compaction(self, keep_from: int, summary: str) -> None:
         self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
 
@@ -80,6 +86,9 @@ class StoredTranscript:
     """Why the session moved to each of them, in the same order."""
     next_seq: int
     """Where the next entry goes."""
+    head_json: str | None = None
+    """The last recorded head (`session_head.StoredHead` JSON); None for sessions recorded before
+    heads were kept."""
 
     @property
     def model_spec(self) -> str | None:
@@ -92,6 +101,7 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
     messages: list[UserMessage | AssistantMessage] = []
     model_specs: list[str] = []
     model_reasons: list[str] = []
+    head_json: str | None = None
     for expected, entry in enumerate(entries):
         where = f"entry {entry.seq} ({entry.kind}) of session {entry.session_id}"
         if entry.seq != expected:
@@ -114,6 +124,9 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 kept = Transcript(messages=tuple(messages))
                 plan = CompactionPlan(keep_from=keep_from, dropped_tokens=0, kept_tokens=0)
                 messages = list(compacted(kept, plan, str(body["summary"])).messages)
+            elif entry.kind == KIND_HEAD:
+                json.loads(entry.body)  # validated where it is used (session_head)
+                head_json = entry.body
             elif entry.kind == KIND_MODEL:
                 switch = json.loads(entry.body)
                 model_specs.append(str(switch["spec"]))
@@ -128,5 +141,6 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
         session = entries[0].session_id if entries else "?"
         raise StoredTranscriptError(f"the stored transcript of session {session} breaks the conversation rules: {exc}") from exc
     return StoredTranscript(
-        transcript=transcript, model_specs=tuple(model_specs), model_reasons=tuple(model_reasons), next_seq=len(entries)
+        transcript=transcript, model_specs=tuple(model_specs), model_reasons=tuple(model_reasons), next_seq=len(entries),
+        head_json=head_json,
     )

@@ -97,6 +97,10 @@ def run_command(
     allow_unpriced: bool = typer.Option(
         False, "--allow-unpriced", help="Run a cloud model hitrate has no price for (a new release) instead of stopping."
     ),
+    refresh_docs: bool = typer.Option(
+        False, "--refresh-docs", help="With --resume: build requests from the current AGENTS.md, system prompt and tools "
+        "(a new cache epoch) instead of the ones the session recorded.",
+    ),
     cache_ttl: Optional[str] = typer.Option(
         None, "--cache-ttl", help="5m or 1h: lifetime of the cache marks on routes with Anthropic's cache (a 1h write "
         "costs 2x input, a 5m one 1.25x; 1h pays when you pause longer than 5 minutes). Default: the config file's "
@@ -166,7 +170,7 @@ def run_command(
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
-                          resume=resume, price_table=table, approve=approve)
+                          resume=resume, price_table=table, approve=approve, refresh_head=refresh_docs)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
@@ -291,9 +295,9 @@ def _permission_hook(flag: str | None) -> "ApprovalHook":
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
              limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
              resume: str | None = None, price_table: PriceTable | None = None,
-             approve: ApprovalHook | None = None) -> AgentResult:
+             approve: ApprovalHook | None = None, refresh_head: bool = False) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
-    ledger; the route is closed afterwards."""
+    ledger (on the head it recorded, unless `refresh_head`); the route is closed afterwards."""
     from hitrate.harness.agent import Agent
     from hitrate.harness.session import Session
     from hitrate.store.ledger import Ledger, default_ledger_path
@@ -303,7 +307,10 @@ def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | No
             if resume is None:
                 session = Session(route, workspace, ledger=ledger, sink=sink, config=config, price_table=price_table)
             else:
-                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table)
+                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table,
+                                         refresh_head=refresh_head)
+                if session.head_notice is not None:
+                    typer.echo(f"note: {session.head_notice}", err=True)
         except BaseException:
             route.close()
             raise

@@ -207,3 +207,19 @@ async def test_compact_summarizes_the_history_and_goes_on(make_app, ledger):
         assert app.link.session.transcript.messages[0].content[0].text.endswith("both are answered.")
         await one_turn(pilot, "third question", 4)
         assert ledger.calls()[-1].miss_reason == "compacted"
+
+
+async def test_refresh_reads_the_project_docs_again_as_a_new_epoch(make_app, workspace):
+    app = make_app({SPEC: [{"text": "One."}, {"text": "Two."}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "hello", 1)
+        await submit(pilot, "/refresh")
+        await pilot.pause()
+        assert notices(app)[-1] == "the project docs, system prompt and tools are as the session has them"
+        (workspace / "AGENTS.md").write_text("Run `pytest -q` before you finish.\n")
+        await submit(pilot, "/refresh")
+        await pilot.pause()
+        assert notices(app)[-1] == "refreshed the project docs (AGENTS.md): the next request starts a new cache epoch"
+        await one_turn(pilot, "again", 2)
+        assert any("refreshed by the user: the project docs (AGENTS.md)" in n for n in notices(app))
+        assert "pytest -q" in app.link.session.inputs.docs[0].text
