@@ -1,9 +1,10 @@
 """OpenAI Chat Completions: Prompt -> request body, streamed call through the official SDK -> CallResult.
 
-One adapter serves every server that speaks this API: OpenAI, DeepSeek, Gemini's OpenAI-compatible
-endpoint, vLLM, SGLang, llama.cpp and the bundled engine server. What differs between them is
-chosen by `Quirks`, which come from the base URL's host (never from the model name): which usage
-fields are read, whether `prompt_cache_key` is sent, which max-tokens field is understood.
+One adapter serves every server that speaks this API: OpenAI, Azure OpenAI, DeepSeek, Gemini's
+OpenAI-compatible endpoint, OpenRouter, vLLM, SGLang, llama.cpp and the bundled engine server. What
+differs between them is chosen by `Quirks`, which follow the provider the user named (the host only
+for `openai-compat/`; never the model name): which usage fields are read, whether
+`prompt_cache_key` is sent, which max-tokens field is understood.
 
 Layout on this wire: one system message (system text, then the project docs), then the transcript.
 A user turn becomes one `tool` message per tool result followed by one `user` message with its text
@@ -11,10 +12,11 @@ and frozen context blocks; a turn of tool results only carries its context at th
 `tool` message, so no user message is made between tool rounds. Tool-call `arguments` are sent as
 the exact string the model streamed.
 
-Cache marks: only GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s, on content parts. When the
-projection planned marks for that family, every message is rendered with content-part lists (so
-adding or moving a mark never changes how a message is spelled, only the mark itself); otherwise
-content is a plain string. Tools and tool calls cannot carry a mark on this wire.
+Cache marks: GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s on content parts, and OpenRouter
+passes Anthropic's `cache_control` on content parts through to Claude. When the projection planned
+marks for either family, every message is rendered with content-part lists (so adding or moving a
+mark never changes how a message is spelled, only the mark itself); otherwise content is a plain
+string. Tools and tool calls cannot carry a mark on this wire.
 """
 
 from __future__ import annotations

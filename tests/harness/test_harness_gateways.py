@@ -239,3 +239,36 @@ def test_config_file_overrides_quirks_for_a_gateway_that_differs(tmp_path, gatew
     with pytest.raises(ModelSpecError, match=r'\[models."openai/x"\]: max_tokens_feild'):
         load_overrides(env)
     assert apply_override(spec, {"openai/qwen3-coder": QuirkOverride()}) == spec
+
+
+# ------------------------------------------------------------------------------------------------
+# openai/ behind a gateway keeps OpenAI's semantics
+# ------------------------------------------------------------------------------------------------
+
+
+def test_openai_behind_any_base_url_keeps_openai_semantics(gateway, workspace, ledger):
+    """A LiteLLM proxy or corporate gateway at OPENAI_BASE_URL: GPT-5.6 still gets
+    max_completion_tokens, prompt_cache_key and explicit breakpoints, and its usage is read in
+    OpenAI's dialect, `cache_write_tokens` included (billed as 30m writes, not as fresh input)."""
+    env = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": gateway.url + "/litellm/v1"}
+    usage = {"prompt_tokens": 3000, "completion_tokens": 10, "total_tokens": 3010,
+             "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 2900},
+             "completion_tokens_details": {"reasoning_tokens": 4}}
+    gateway.push(Reply(tool_calls=[READ], usage=usage), Reply(text="done", usage=usage))
+    result, rows = run_two_steps(Router(env, overrides={}), "openai/gpt-5.6", workspace, ledger)
+    assert result.status == "end_turn"
+    body = gateway.bodies("/chat/completions")[1]
+    assert body["max_completion_tokens"] == 64 and body["prompt_cache_key"].startswith("hitrate-")
+    assert any("prompt_cache_breakpoint" in p for m in body["messages"] if isinstance(m["content"], list) for p in m["content"])
+    assert (rows[0].usage.fresh_input, rows[0].usage.cache_write_30m, rows[0].usage.cache_read) == (100, 2900, 0)
+
+
+def test_every_provider_honours_its_base_url():
+    env = {"DEEPSEEK_BASE_URL": "http://127.0.0.1:1/ds", "GEMINI_BASE_URL": "http://127.0.0.1:1/gm",
+           "OPENROUTER_BASE_URL": "http://127.0.0.1:1/or", "ANTHROPIC_BASE_URL": "http://127.0.0.1:1/an",
+           "OPENAI_BASE_URL": "http://127.0.0.1:1/oa"}
+    for spec, base, dialect in [("deepseek/deepseek-flash", "/ds", "deepseek"), ("gemini/gemini-3.5-flash", "/gm", "gemini_openai"),
+                                ("openrouter/openai/gpt-5.6", "/or", "openrouter"), ("anthropic/claude-sonnet-5", "/an", "anthropic"),
+                                ("openai-responses/gpt-5.6", "/oa", "openai")]:
+        parsed = parse_model_spec(spec, env=env)
+        assert parsed.base_url == "http://127.0.0.1:1" + base and parsed.quirks.usage_dialect == dialect, spec
