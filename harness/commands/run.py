@@ -326,6 +326,11 @@ def lint_command(
     workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project whose prompt to check."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Check against this model's caching rules."),
     task: str = typer.Option("(lint)", "--task", help="A stand-in first user message."),
+    count_tokens: bool = typer.Option(
+        False, "--count-tokens", help="Measure the prompt with the provider's token counter (Anthropic's count_tokens, "
+        "on anthropic/ and vertex/; needs the key) instead of the bytes/4 estimate, so marks below the model's "
+        "minimum cacheable length are found on real counts.",
+    ),
 ) -> None:
     """Check the prompt hitrate would build for a workspace before sending it.
 
@@ -357,16 +362,23 @@ def lint_command(
     rules, _ = rules_for(spec)
     inputs = session_inputs(ws)
     transcript = Transcript().append(UserMessage(content=(TextBlock(text=task),)))
+    context = workspace_context(ws)
+
+    def build(counter=None):
+        projector = Projector(rules) if counter is None else Projector(rules, token_counter=counter)
+        return projector.project(model=spec.model, tools=inputs.tool_specs, system=inputs.system,
+                                 transcript=transcript, docs=inputs.docs, context=context, rules=rules)  # fmt: skip
+
     try:
-        prompt = Projector(rules).project(
-            model=spec.model, tools=inputs.tool_specs, system=inputs.system, transcript=transcript,
-            docs=inputs.docs, context=workspace_context(ws), rules=rules,
-        )
+        prompt = build()
     except ProjectionError as exc:
         _fail(f"cannot build the prompt: {exc}")
+    measured = "estimate"
+    if count_tokens:
+        measured, prompt = _counted(model, prompt, build)
     findings = lint(prompt, rules)
     width = table_width()
-    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens ({measured}), "
                f"{len(prompt.breakpoints)} cache mark(s)", width)  # fmt: skip
     out.append(f"workspace: {ws}")  # never wrapped: a path is copied whole
     out += wrap(checked_line(prompt, rules, [d.path for d in inputs.docs], len(inputs.tool_specs)), width)
@@ -375,3 +387,27 @@ def lint_command(
     errors = sum(1 for f in findings if f.severity == "error")
     sys.stdout.flush()
     raise typer.Exit(1 if errors else 0)
+
+
+def _counted(spec_text: str, prompt, build):
+    """(how the tokens were measured, the prompt measured on the provider's count when it can
+    count); the estimate, with the reason, when it cannot."""
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.router import Router
+    from hitrate.harness.token_count import COUNTING_PROVIDERS, CountUnavailable, count_prompt_tokens, scaled_counter
+
+    router = Router()
+    try:
+        spec = router.parse(spec_text)
+        if spec.provider not in COUNTING_PROVIDERS:
+            return f"estimate: {spec.label} cannot count tokens (only Anthropic's API and Vertex can)", prompt
+        route = router.resolve(spec)
+    except ModelSpecError as exc:
+        return f"estimate: cannot count ({exc})", prompt
+    try:
+        real = count_prompt_tokens(route, prompt)
+    except CountUnavailable as exc:
+        return f"estimate: {exc}", prompt
+    finally:
+        route.close()
+    return f"counted by the API: {real:,} in the whole prompt", build(scaled_counter(real, prompt.total_tokens))

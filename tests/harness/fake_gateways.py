@@ -55,8 +55,14 @@ def _sse_data(event: bytes) -> dict[str, Any]:
 
 
 class FakeGatewayServer(FakeLLMServer):
+    counted_tokens: int | None = None
+    """When set, `POST .../messages/count_tokens` answers `{"input_tokens": counted_tokens}`."""
+
     def _answer(self, handler: BaseHTTPRequestHandler, record: Recorded, item: Script) -> None:
         path = record.path.split("?", 1)[0]
+        if path.endswith("/messages/count_tokens") and self.counted_tokens is not None:
+            self._json(handler, {"input_tokens": self.counted_tokens}, {})
+            return
         bedrock = _BEDROCK.match(path)
         vertex = _VERTEX.search(path)
         if (bedrock is None and vertex is None) or not isinstance(item, Reply):
