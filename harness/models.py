@@ -1,7 +1,10 @@
 """Model specs: one syntax for choosing a backend and a model.
 
     anthropic/<model>                 Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)
-    openai/<model>                    OpenAI Chat Completions (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai/<model>                    OpenAI: the Responses API for gpt-5.6 and later (it keeps reasoning
+                                      across tool calls), Chat Completions for earlier models
+                                      (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai-chat/<model>               OpenAI Chat Completions, whatever the model
     openai-responses/<model>          OpenAI Responses API, stateless: store=false, full input every
                                       request (OPENAI_API_KEY, OPENAI_BASE_URL)
     deepseek/<model>                  DeepSeek over its OpenAI-compatible API (DEEPSEEK_API_KEY, DEEPSEEK_BASE_URL)
@@ -28,10 +31,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict
+
+from hitrate.harness.wire.effort import EffortDialect
 
 WireApi = Literal["anthropic_messages", "openai_chat", "openai_responses", "local_engine"]
 UsageDialect = Literal["anthropic", "openai", "deepseek", "gemini_openai", "openrouter", "openai_compat"]
@@ -56,6 +62,12 @@ class Quirks(BaseModel):
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """OpenAI's own API rejects `max_tokens` on reasoning models and wants `max_completion_tokens`;
     self-hosted servers and DeepSeek only reliably know `max_tokens`."""
+    effort_dialect: EffortDialect = "openai_compat"
+    """Which request field carries `--effort`, with which values (the table in `wire.effort`)."""
+    reasoning_on_tool_turns: bool = False
+    """DeepSeek's thinking mode answers 400 unless every assistant turn with tool calls carries
+    `reasoning_content` back, an empty one included (api-docs.deepseek.com/guides/thinking_mode,
+    "Tool calls")."""
     cache_family: CacheFamilyName | None = None
     """The cache rules to plan with, when they are not the wire's and the price table's: Claude
     behind OpenRouter takes Anthropic `cache_control` marks on a Chat Completions body. None: from
@@ -68,7 +80,7 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     provider: str
-    """The prefix the user wrote: anthropic, openai, openai-responses, deepseek, gemini, openai-compat, local."""
+    """The prefix the user wrote (one of `PROVIDERS`)."""
     model: str
     """The model name sent on the wire (or the hub id / path for local)."""
     wire: WireApi
@@ -125,23 +137,45 @@ _KEY_ENV = {
 }
 
 PROVIDERS = (
-    "anthropic", "openai", "openai-responses", "deepseek", "gemini", "openrouter", "azure", "bedrock", "vertex",
-    "openai-compat", "local",
+    "anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini", "openrouter", "azure", "bedrock",
+    "vertex", "openai-compat", "local",
 )
 
-OPENAI_QUIRKS = Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens")
+RESPONSES_FROM = (5, 6)
+"""From this GPT version on, `openai/<model>` uses the Responses API: on Chat Completions a
+reasoning model's reasoning is dropped between tool calls (nothing in a Chat message can carry it),
+while Responses returns it as an encrypted item to send back (OpenAI reasoning guide, "Keeping
+reasoning items in context"). `openai-chat/<model>` keeps Chat Completions."""
+
+
+def openai_default_wire(model: str) -> WireApi:
+    """The wire `openai/<model>` uses: Responses for gpt-<major>.<minor> at or after RESPONSES_FROM
+    (gpt-5.6, gpt-6-sol, gpt-6.1-sol, ...), Chat Completions for everything else (gpt-5.5, gpt-4.1,
+    o3, fine-tunes, names this rule does not know)."""
+    match = re.match(r"gpt-(\d+)(?:\.(\d+))?(?:$|-)", model.lower())
+    if match is None:
+        return "openai_chat"
+    version = (int(match.group(1)), int(match.group(2) or 0))
+    return "openai_responses" if version >= RESPONSES_FROM else "openai_chat"
+
+
+OPENAI_QUIRKS = Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens",
+                       effort_dialect="openai")
 """OpenAI's own semantics: `max_completion_tokens`, `prompt_cache_key`, OpenAI's usage fields (GPT-5.6
 `cache_write_tokens` included) and, on models the price table says have them, explicit breakpoints."""
 
 _PROVIDER_QUIRKS = {
     "openai": OPENAI_QUIRKS,
+    "openai-chat": OPENAI_QUIRKS,
     "openai-responses": OPENAI_QUIRKS,
     # Azure OpenAI's v1 API is OpenAI's API on Microsoft's hosts: same body fields, same usage.
     "azure": OPENAI_QUIRKS,
     # DeepSeek reports prompt_cache_hit_tokens / prompt_cache_miss_tokens, not prompt_tokens_details.
-    "deepseek": Quirks(usage_dialect="deepseek"),
-    "gemini": Quirks(usage_dialect="gemini_openai"),
+    "deepseek": Quirks(usage_dialect="deepseek", effort_dialect="deepseek", reasoning_on_tool_turns=True),
+    "gemini": Quirks(usage_dialect="gemini_openai", effort_dialect="gemini"),
 }
+ANTHROPIC_QUIRKS = Quirks(usage_dialect="anthropic", effort_dialect="anthropic")
+"""Anthropic's Messages API, on Anthropic, on Bedrock and on Vertex alike."""
 
 MODEL_ALIASES: dict[str, str] = {
     "sonnet": "anthropic/claude-sonnet-5",
@@ -164,10 +198,9 @@ def quirks_for_openai_base_url(base_url: str) -> Quirks:
     if host == "api.openai.com":
         return OPENAI_QUIRKS
     if host.endswith("deepseek.com"):
-        # DeepSeek reports prompt_cache_hit_tokens / prompt_cache_miss_tokens, not prompt_tokens_details.
-        return Quirks(usage_dialect="deepseek")
+        return _PROVIDER_QUIRKS["deepseek"]
     if host == "generativelanguage.googleapis.com":
-        return Quirks(usage_dialect="gemini_openai")
+        return _PROVIDER_QUIRKS["gemini"]
     # vLLM / SGLang / llama.cpp / hitrate serve: cached_tokens only when the server was started with
     # the reporting flag, so an absent field means unknown.
     return Quirks(usage_dialect="openai_compat")
@@ -181,7 +214,7 @@ def openrouter_quirks(model: str) -> Quirks:
     cache only where the request carries Anthropic `cache_control` marks, which OpenRouter passes
     through on content parts; other upstreams cache by prefix on their own terms."""
     family = "anthropic" if model.lower().startswith("anthropic/") else None
-    return Quirks(usage_dialect="openrouter", cache_family=family)
+    return Quirks(usage_dialect="openrouter", effort_dialect="openrouter", cache_family=family)
 
 
 def _azure_base(env: dict[str, str]) -> str:
@@ -206,7 +239,7 @@ def _bedrock_spec(model: str, env: dict[str, str]) -> ModelSpec:
     # Claude on Bedrock is Anthropic's Messages API (the anthropic SDK's AnthropicBedrock client):
     # Anthropic's cache_control marks, TTLs and usage fields.
     return ModelSpec(provider="bedrock", model=model, wire="anthropic_messages", base_url=base, api_key_env=None,
-                     quirks=Quirks(usage_dialect="anthropic"), region=region)
+                     quirks=ANTHROPIC_QUIRKS, region=region)
 
 
 def _vertex_spec(model: str, env: dict[str, str]) -> ModelSpec:
@@ -221,7 +254,7 @@ def _vertex_spec(model: str, env: dict[str, str]) -> ModelSpec:
                 "eu": "aiplatform.eu.rep.googleapis.com"}.get(region, f"{region}-aiplatform.googleapis.com")
         base = f"https://{host}/v1"
     return ModelSpec(provider="vertex", model=model, wire="anthropic_messages", base_url=base, api_key_env=None,
-                     quirks=Quirks(usage_dialect="anthropic"), region=region, project=project)
+                     quirks=ANTHROPIC_QUIRKS, region=region, project=project)
 
 
 def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
@@ -250,16 +283,17 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
             wire="anthropic_messages",
             base_url=base,
             api_key_env=_KEY_ENV["anthropic"],
-            quirks=Quirks(usage_dialect="anthropic"),
+            quirks=ANTHROPIC_QUIRKS,
         )
-    if provider in ("openai", "deepseek", "gemini"):
-        base = env.get(_BASE_ENV[provider]) or _DEFAULT_BASE[provider]
+    if provider in ("openai", "openai-chat", "deepseek", "gemini"):
+        account = "openai" if provider == "openai-chat" else provider
+        base = env.get(_BASE_ENV[account]) or _DEFAULT_BASE[account]
         return ModelSpec(
             provider=provider,
             model=rest,
-            wire="openai_chat",
+            wire=openai_default_wire(rest) if provider == "openai" else "openai_chat",
             base_url=base,
-            api_key_env=_KEY_ENV[provider],
+            api_key_env=_KEY_ENV[account],
             quirks=_PROVIDER_QUIRKS[provider],
         )
     if provider == "openai-responses":

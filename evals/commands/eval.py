@@ -218,7 +218,7 @@ def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool
 
     ran = len(result.results)
     console.print(
-        f"run [bold]{result.run_id}[/bold]: {result.status}; {ran} task(s) run"
+        f"run [bold]{escape(result.run_id)}[/bold]: {result.status}; {ran} task(s) run"
         + (f", {len(result.skipped)} already finished" if result.skipped else ""),
         highlight=False,
     )
@@ -230,6 +230,6 @@ def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool
         from hitrate.evals.report_render import tables
 
         console.print(tables(load_report(db_path, [result.run_id])))
-    console.print(f"report: hitrate report {result.run_id} --db {db_path}", highlight=False)
+    console.print(f"report: hitrate report {result.run_id} --db {db_path}", highlight=False, markup=False)
     if result.status != "finished":
-        console.print(f"resume: hitrate eval --resume {result.run_id} --db {db_path}", highlight=False)
+        console.print(f"resume: hitrate eval --resume {result.run_id} --db {db_path}", highlight=False, markup=False)

@@ -246,7 +246,7 @@ def test_config_file_overrides_quirks_for_a_gateway_that_differs(tmp_path, gatew
 # ------------------------------------------------------------------------------------------------
 
 
-def test_openai_behind_any_base_url_keeps_openai_semantics(gateway, workspace, ledger):
+def test_openai_chat_behind_any_base_url_keeps_openai_semantics(gateway, workspace, ledger):
     """A LiteLLM proxy or corporate gateway at OPENAI_BASE_URL: GPT-5.6 still gets
     max_completion_tokens, prompt_cache_key and explicit breakpoints, and its usage is read in
     OpenAI's dialect, `cache_write_tokens` included (billed as 30m writes, not as fresh input)."""
@@ -255,7 +255,7 @@ def test_openai_behind_any_base_url_keeps_openai_semantics(gateway, workspace, l
              "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 2900},
              "completion_tokens_details": {"reasoning_tokens": 4}}
     gateway.push(Reply(tool_calls=[READ], usage=usage), Reply(text="done", usage=usage))
-    result, rows = run_two_steps(Router(env, overrides={}), "openai/gpt-5.6", workspace, ledger)
+    result, rows = run_two_steps(Router(env, overrides={}), "openai-chat/gpt-5.6", workspace, ledger)
     assert result.status == "end_turn"
     body = gateway.bodies("/chat/completions")[1]
     assert body["max_completion_tokens"] == 64 and body["prompt_cache_key"].startswith("hitrate-")
