@@ -91,20 +91,20 @@ class NaiveAssembler:
         return tuple(self._epochs)
 
     def _epoch(
-        self, model: str, tools: Sequence[ToolSpec], template: str, docs: str, reason: str | None, effort: str | None
+        self, model: str, tools: Sequence[ToolSpec], template: str, docs: str, reason: str | None, effort: str | None = None
     ) -> tuple[Epoch, bool]:
         # An epoch is a stretch with one model, tool set, system template and docs. The environment
         # block is left out on purpose: it changes on every request, which is the layout's point,
         # not a change of configuration.
         dumped = [t.model_dump(mode="json") for t in tools]
+        # The reasoning effort asked for is part of it, as in the cache-aware Projector.
         identity = chain_hash("0" * 64, canonical_json([model, dumped, template, docs, effort]).encode("utf-8"))
         head = (canonical_json(dumped), template, docs)
         if self._identity == identity and self._epochs:
             return self._epochs[-1], False
         changes, parts = (
             head_changes(self._last[0], model, self._last[1], head, chained=False, before_effort=self._last[2], after_effort=effort)
-            if self._last
-            else ([], [])
+            if self._last else ([], [])
         )
         described = "; ".join(parts) if parts else "session start"
         epoch = Epoch(

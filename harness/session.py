@@ -58,6 +58,7 @@ from hitrate.harness.resume import (
 )
 from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
+from hitrate.harness.session_head import SessionHeadRecording, StoredHead, frozen_inputs, frozen_notice, head_changes, head_of_inputs
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import Answered, SessionRecording
@@ -95,7 +96,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionTurns):
+class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadRecording):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -148,12 +149,18 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         sleep: Sleep | None = None,
         approve: ApprovalHook | None = None,
         clock: Clock = utc_now,
+        refresh_head: bool = False,
     ) -> "Session":
         """Continue session `session_id` from its ledger rows: transcript, totals, epochs and the
         last request (see `hitrate.harness.resume`). `workspace` None: where the session worked.
         The session keeps its id, run, task and label; `config` gives the rest. Raises
         `SessionNotResumable` (a KeyError) when the ledger has no such session or no transcript
-        of it, `StoredTranscriptError` (a ValueError) when the stored one cannot be read."""
+        of it, `StoredTranscriptError` (a ValueError) when the stored one cannot be read.
+
+        Without `inputs`, requests are built from the head the session recorded (tool specs,
+        system prompt, project docs: `session_head`), byte for byte, whatever changed on disk
+        since; `head_notice` then says what changed. `refresh_head` uses the current files
+        instead: a new epoch, as a model switch is."""
         stored = load_session(ledger, session_id)
         record = stored.record
         if workspace is None:
@@ -163,9 +170,20 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         config = (config or SessionConfig()).model_copy(
             update={"run_id": record.run_id, "task_id": record.task_id, "label": record.label}
         )
+        recorded = StoredHead.model_validate_json(stored.stored.head_json) if stored.stored.head_json else None
+        changes: list[str] = []
+        if inputs is None and recorded is not None:
+            current = session_inputs(Path(workspace).resolve())
+            changes = head_changes(recorded, head_of_inputs(current), [d.path for d in current.docs])  # type: ignore[union-attr]
+            inputs = current if refresh_head else frozen_inputs(recorded, current.tools)
         session = cls.__new__(cls)
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
+        session._logged_head = recorded
+        if changes and not refresh_head:
+            session.head_notice = frozen_notice(changes)
+        elif changes:
+            session._epoch_reason = f"refreshed on resume: {' and '.join(changes)}"
         session.records = list(enumerate(stored.calls, start=1))
         stored_effort = stored.stored.effort
         session._epochs = SessionEpochs.restored(
@@ -242,6 +260,10 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         self._cache: tuple[CacheRules, CacheState] | None = None
         """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
+        self._logged_head: StoredHead | None = None
+        """The head last stored in the ledger (what a resume rebuilds requests from)."""
+        self.head_notice: str | None = None
+        """Set on a resumed session that keeps a recorded head the files on disk no longer match."""
 
     # ------------------------------------------------------------------ state
 
@@ -408,6 +430,8 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         result, started_at = answered.result, answered.started_at
         explanation = effort_miss(self._explain(prompt, result, started_at), epoch)
         record = self._record(step, prompt, result, started_at, explanation, epoch, pending=answered.pending)
+        # Only a head the provider accepted is one a resume may rebuild (a refused refresh is not).
+        self._record_head(prompt)
         if prompt.tail is not None:
             self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)

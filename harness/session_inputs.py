@@ -52,7 +52,8 @@ class SessionInputs:
     tools: ToolRegistry
     tool_specs: list[ToolSpec]
     system: SystemPrompt | str
-    docs: list[ProjectDoc]
+    docs: list[ProjectDoc] | str
+    """The docs found in the workspace, or the rendered docs section a resumed session recorded."""
 
 
 def session_inputs(workspace: Path, tools: ToolRegistry | None = None, system: SystemPrompt | str | None = None) -> SessionInputs:

@@ -275,7 +275,11 @@ class AnthropicBackend:
         timeout_s: float = 600.0,
         extra_headers: dict[str, str] | None = None,
         effort_dialect: str = "anthropic",
+        client: Any | None = None,
     ) -> None:
+        """`client`: an SDK client built elsewhere that speaks this API under another transport
+        (`AnthropicBedrock`, `AnthropicVertex`: `hitrate.harness.route_clients`), made with
+        `max_retries=0`; None builds `anthropic.Anthropic` from the key and base URL."""
         self.model = model
         self.effort: Effort | None = None
         self.effort_dialect = effort_dialect
@@ -283,7 +287,7 @@ class AnthropicBackend:
         self.label = label or f"anthropic/{model}"
         self.base_url = base_url or DEFAULT_BASE_URL
         # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
-        self._client = anthropic.Anthropic(
+        self._client = client if client is not None else anthropic.Anthropic(
             api_key=api_key,
             base_url=self.base_url,
             max_retries=0,

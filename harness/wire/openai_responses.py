@@ -46,6 +46,7 @@ from hitrate.harness.wire.types import (
     RenderReport,
     StopReason,
     TextSink,
+    context_rides_with_tool_results,
     native_raw,
     sendable_arguments,
 )
@@ -96,17 +97,23 @@ class _Renderer(OpenAIContent):
     join = _JOIN
 
     def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+        results: list[tuple[str, list[tuple[str, BlockKey]]]] = []
         pieces: list[tuple[str, BlockKey]] = []
+        # Context of a turn of tool results only goes at the end of its last output: no user
+        # message between tool rounds (GPT-5.6 scopes reasoning by user turns).
+        ride = context_rides_with_tool_results(message)
         for bi, block in enumerate(message.content):
             key = ("message", mi, bi)
             if isinstance(block, ToolResultBlock):
-                # The wire has no error flag for a tool output; a failed tool says so in its text.
-                items.append(
-                    {"type": "function_call_output", "call_id": block.call_id, "output": self.content([(block.content, key)])}
-                )
+                results.append((block.call_id, [(block.content, key)]))
+            elif isinstance(block, ContextBlock) and block.text and ride and results:
+                results[-1][1].append((block.text, key))
             elif isinstance(block, (TextBlock, ContextBlock)) and block.text:
                 pieces.append((block.text, key))
+        # The wire has no error flag for a tool output; a failed tool says so in its text.
+        items: list[dict[str, Any]] = [
+            {"type": "function_call_output", "call_id": call_id, "output": self.content(parts)} for call_id, parts in results
+        ]
         if pieces:
             items.append({"type": "message", "role": "user", "content": self.content(pieces)})
         return items
