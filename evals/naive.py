@@ -97,10 +97,8 @@ class NaiveAssembler:
         # block is left out on purpose: it changes on every request, which is the layout's point,
         # not a change of configuration.
         dumped = [t.model_dump(mode="json") for t in tools]
-        identity = chain_hash("0" * 64, canonical_json([model, dumped, template, docs]).encode("utf-8"))
-        if effort is not None:
-            # The reasoning effort starts an epoch when it changes, as in the cache-aware layout.
-            identity = chain_hash(identity, f"effort={effort}".encode("utf-8"))
+        # The reasoning effort asked for is part of it, as in the cache-aware Projector.
+        identity = chain_hash("0" * 64, canonical_json([model, dumped, template, docs, effort]).encode("utf-8"))
         head = (canonical_json(dumped), template, docs)
         if self._identity == identity and self._epochs:
             return self._epochs[-1], False
