@@ -26,6 +26,7 @@ string. Tools and tool calls cannot carry a mark on this wire.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -139,6 +140,29 @@ class _Renderer(OpenAIContent):
         if calls:
             out["tool_calls"] = calls
         return out
+
+
+def sdk_arguments(create: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as keyword arguments of the SDK's `create`: the fields it names are passed as they
+    are, the others (OpenRouter's `reasoning` object, fields of servers the SDK does not know) in
+    `extra_body`, which the SDK merges into the JSON it sends. The request on the wire is `body`."""
+    known = _parameters(create)
+    arguments = {k: v for k, v in body.items() if k in known}
+    extra = {k: v for k, v in body.items() if k not in known}
+    if extra:
+        arguments["extra_body"] = extra
+    return arguments
+
+
+def _parameters(create: Any) -> frozenset[str]:
+    key = getattr(create, "__func__", create)
+    found = _PARAMETERS.get(key)
+    if found is None:
+        found = _PARAMETERS[key] = frozenset(inspect.signature(create).parameters)
+    return found
+
+
+_PARAMETERS: dict[Any, frozenset[str]] = {}
 
 
 def reasoning_fields(raw: str) -> dict[str, Any]:
@@ -380,7 +404,8 @@ class OpenAIChatBackend(OpenAIClientBackend):
         # finish_reason was cut off mid-answer.
         with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id",
                           last_event="a finish_reason") as call:
-            for chunk in call.events(self._client.chat.completions.create(**request, **call.timeout)):
+            arguments = sdk_arguments(self._client.chat.completions.create, request)
+            for chunk in call.events(self._client.chat.completions.create(**arguments, **call.timeout)):
                 response_id = response_id or chunk.id
                 model = chunk.model or model
                 extra = chunk.model_extra or {}

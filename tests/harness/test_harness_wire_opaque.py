@@ -256,3 +256,27 @@ def test_a_reply_that_fills_the_window_is_reported(fake_server, workspace, ledge
     # Handed to compaction: the summary request was made and recorded.
     assert "the history was compacted" in result.detail
     assert [r.kind for _, r in session.records] == [None, "compaction"]
+
+
+def test_the_openrouter_route_sends_effort_and_passes_reasoning_details_back(fake_server, workspace, ledger):
+    from hitrate.harness.session import SessionConfig
+
+    env = {"OPENROUTER_API_KEY": "k", "OPENROUTER_BASE_URL": fake_server.url + "/v1"}
+    route = Router(env, preflight=False).resolve("openrouter/anthropic/claude-sonnet-5")
+    model = "anthropic/claude-sonnet-5"
+    details = [{"type": "reasoning.text", "text": "Check calc.py.", "signature": "c2ln", "id": "rd_1",
+                "format": "anthropic-claude-v1", "index": 0}]
+    stream = [
+        chunk(model, {"role": "assistant", "content": "", "reasoning": "Check calc.py.", "reasoning_details": details}),
+        chunk(model, {"tool_calls": [{"index": 0, "id": "toolu_1", "type": "function",
+                                      "function": {"name": "read_file", "arguments": READ_CALC}}]}),
+        chunk(model, {}, "tool_calls"),
+        usage_chunk(model),
+    ]
+    session = Session(route, workspace, ledger=ledger, config=SessionConfig(effort="max"), sleep=lambda s: None)
+    fake_server.push(RawStream(stream), Reply(text="It subtracts."))
+    Agent(session, limits=LIMITS).run("What does add do?")
+    first, second = fake_server.bodies("/chat/completions")
+    assert first["reasoning"] == {"effort": "xhigh"} and "reasoning_effort" not in first
+    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
+    assert assistant["reasoning_details"] == details and assistant["reasoning"] == "Check calc.py."
