@@ -113,8 +113,11 @@ def test_ray_run_merges_shards_retries_a_killed_worker_and_resumes(cluster, tmp_
             assert ledger.get_run(run_id).status == "finished"
             leap_calls = ledger.calls(task_id=rows["python-leap"].id)
             raindrops_calls = ledger.calls(task_id=rows["python-raindrops"].id)
-            # The killed attempt's two answered calls stay recorded next to the retry's own calls.
-            assert len(raindrops_calls) == len(leap_calls) + 2
+            # The killed attempt's two answered calls stay recorded next to the retry's own calls, and
+            # so does the call it was waiting on when it was killed: written before its request, it
+            # stays pending (interrupted) with the usage it never got.
+            assert len(raindrops_calls) == len(leap_calls) + 3
+            assert [c.state for c in raindrops_calls].count("pending") == 1
             assert len({c.session_id for c in raindrops_calls}) == 2
             assert rows["python-raindrops"].detail["worker_pid"] != killed[0]
         assert not shard_folder(db, run_id).exists()  # every shard merged, then removed
