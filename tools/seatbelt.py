@@ -88,13 +88,18 @@ BASE_RULES = """\
   (sysctl-name "sysctl.proc_cputype")
   (sysctl-name "vm.loadavg"))
 
-; the null and random devices, and the controlling terminal
+; the null and random devices, the controlling terminal, and the command's own standard streams
+; (`echo x > /dev/stderr`, `tee /dev/stdout` open them by name)
 (allow file-read* file-write* file-ioctl
   (literal "/dev/null")
   (literal "/dev/zero")
   (literal "/dev/random")
   (literal "/dev/urandom")
-  (literal "/dev/tty"))
+  (literal "/dev/tty")
+  (literal "/dev/stdin")
+  (literal "/dev/stdout")
+  (literal "/dev/stderr")
+  (subpath "/dev/fd"))
 """
 
 # /tmp and /var are links to /private/...: Seatbelt matches resolved paths.
