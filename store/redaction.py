@@ -59,9 +59,11 @@ class Rule:
     and anything after it stays too."""
 
 
+# Replacements never hold a quote or a backslash, and no pattern ends inside an escape, so a string
+# that is itself JSON (a tool call's arguments, a provider block's raw text) stays valid JSON.
 RULES: tuple[Rule, ...] = (
     Rule("private-key", r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[ A-Z0-9_-]{0,100}"
-                        r"PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\:,-]*)", ("private key",)),  # fmt: skip
+                        r"PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,-]|\\[nr])*)", ("private key",)),  # fmt: skip
     Rule("anthropic-api-key", r"\bsk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
     Rule("openai-api-key", r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|\bsk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
                            r"|\bsk-[A-Za-z0-9]{48}\b", ("sk-",)),  # fmt: skip

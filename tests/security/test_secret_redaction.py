@@ -164,3 +164,16 @@ def test_the_ledger_redacts_by_default_and_not_when_turned_off(tmp_path: Path, m
     with Ledger(tmp_path / "off.db") as ledger:
         ledger.append_message(MessageRecord(session_id="s", seq=0, kind="user", body=body))
         assert ledger.messages("s")[0].body == body
+
+
+@pytest.mark.parametrize("content", [
+    DOT_ENV,
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc+/=\n\"quoted\" and the file goes on",
+    '{"password": "hunter2hunter2", "token": "abcd1234"}',
+    f"curl -H 'Authorization: Bearer {JWT}' https://u:pa55w0rd-xyz@example.com",
+])  # fmt: skip
+def test_secrets_inside_a_tool_calls_json_arguments_leave_them_valid_json(content: str) -> None:
+    arguments = json.dumps({"path": "notes.txt", "content": content})
+    redacted = redact_text(arguments)
+    assert redacted != arguments
+    assert json.loads(redacted)["path"] == "notes.txt"
