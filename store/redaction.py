@@ -77,8 +77,9 @@ RULES: tuple[Rule, ...] = (
     Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyj",)),
     Rule("bearer-token", r"(?i)(\b(?:bearer|token)\s+)([A-Za-z0-9._~+/-]{16,}=*)", ("bearer", "token"), keep=1),
     Rule("url-password", r"(?i)(\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)([^\s@/\"'<>]{1,200})(@)", ("://",), keep=1),
-    # A quoted value assigned to a secret's name: `"password": "hunter2"`, `token = 'abc123'`.
-    Rule("assigned-secret", rf"(?i)(\b{_SECRET_NAME}[\"']?\s{{0,5}}(?::=|=>|=|:)\s{{0,5}}[\"'])([^\"'\s\\]{{4,}})([\"'])",
+    # A quoted value assigned to a secret's name: `"password": "hunter2"`, `token = 'abc123'`, and
+    # the same inside a JSON string (`\"password\": \"hunter2\"`, a config file a tool call writes).
+    Rule("assigned-secret", rf"(?i)(\b{_SECRET_NAME}(?:\\?[\"'])?\s{{0,5}}(?::=|=>|=|:)\s{{0,5}}\\?[\"'])([^\"'\s\\]{{4,}})(\\?[\"'])",
          _NAME_WORDS, keep=1),  # fmt: skip
     # An unquoted one, as in .env files and shell: `DB_PASSWORD=hunter2`, `export API_KEY=abc`. A
     # value that reads as code (a call, an index, a `$VAR`) or a path is not a secret.
