@@ -77,6 +77,7 @@ HIDDEN_HOME_PATHS: tuple[str, ...] = (
     ".config/hub",
     ".cache/huggingface/token",
     ".huggingface/token",
+    "Library/Keychains",  # macOS
     # Shell and client histories: typed passwords and `export KEY=...` lines end up there.
     ".bash_history",
     ".zsh_history",

@@ -44,8 +44,11 @@ BASE_RULES = """\
 (allow signal (target same-sandbox))
 (allow process-info* (target same-sandbox))
 
-; CFPreferences, user and group names (opendirectoryd), Python multiprocessing's semaphores
+; CFPreferences, user and group names (opendirectoryd), Python multiprocessing's semaphores,
+; the host's CPU facts (libuv's os.cpus()), power management state
 (allow user-preference-read)
+(allow mach-host*)
+(allow iokit-open (iokit-registry-entry-class "RootDomainUserClient"))
 (allow mach-lookup (global-name "com.apple.system.opendirectoryd.libinfo"))
 (allow mach-lookup (global-name "com.apple.PowerManagement.control"))
 (allow ipc-posix-sem)
