@@ -13,7 +13,7 @@ import os
 import socket
 import tomllib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import platformdirs
 
@@ -59,6 +59,11 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("hitrate", appauthor=False)) / "config.toml"
 
 
+def config_data(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The parsed config file; {} when it does not exist."""
+    return _config_data(env)[1]
+
+
 def _config_data(env: dict[str, str] | None) -> tuple[Path, dict]:
     path = config_path(env)
     if not path.is_file():
@@ -81,6 +86,18 @@ def configured_effort(env: dict[str, str] | None = None) -> Effort | None:
         return parse_effort(value)
     except EffortError as exc:
         raise ModelSpecError(f"config file {path}: {exc}") from exc
+
+
+CACHE_TTLS = ("5m", "1h")
+
+
+def configured_cache_ttl(env: dict[str, str] | None = None) -> str | None:
+    """The `cache_ttl` key of the config file ("5m" or "1h"): the lifetime of the cache marks on
+    Anthropic-family routes when `--cache-ttl` does not say."""
+    value = _config_data(env)[1].get("cache_ttl")
+    if value is not None and value not in CACHE_TTLS:
+        raise ModelSpecError(f"config file {config_path(env)}: `cache_ttl` must be \"5m\" or \"1h\", not {value!r}")
+    return value
 
 
 def configured_model(env: dict[str, str] | None = None) -> str | None:

@@ -45,9 +45,11 @@ from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
 from hitrate.harness.price_source import configured_price_table
 from hitrate.harness.resume import (
+    INTERRUPTED_TOOL_RESULT,
     PreviousRequest,
     SessionNotResumable,
     explain_against,
+    interrupted_tool_results,
     session_cache,
     load_session,
     previous_request,
@@ -56,13 +58,15 @@ from hitrate.harness.resume import (
 )
 from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
+from hitrate.harness.session_head import SessionHeadRecording, StoredHead, frozen_inputs, frozen_notice, head_changes, head_of_inputs
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
-from hitrate.harness.session_record import SessionRecording
+from hitrate.harness.session_record import Answered, SessionRecording
 from hitrate.harness.session_turns import SessionTurns, effort_miss
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
 from hitrate.harness.wire.effort import Effort
+from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -70,12 +74,12 @@ from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
 from hitrate.tools.base import ApprovalHook, ToolContext
 
-__all__ = ["Cancelled", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
+__all__ = ["Cancelled", "INTERRUPTED_TOOL_RESULT", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
 
 NO_REPLY_NOTE = "(no reply)"
 """The assistant turn standing for a reply that never came, when the next user turn follows."""
@@ -92,7 +96,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionTurns):
+class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadRecording):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -145,12 +149,18 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         sleep: Sleep | None = None,
         approve: ApprovalHook | None = None,
         clock: Clock = utc_now,
+        refresh_head: bool = False,
     ) -> "Session":
         """Continue session `session_id` from its ledger rows: transcript, totals, epochs and the
         last request (see `hitrate.harness.resume`). `workspace` None: where the session worked.
         The session keeps its id, run, task and label; `config` gives the rest. Raises
         `SessionNotResumable` (a KeyError) when the ledger has no such session or no transcript
-        of it, `StoredTranscriptError` (a ValueError) when the stored one cannot be read."""
+        of it, `StoredTranscriptError` (a ValueError) when the stored one cannot be read.
+
+        Without `inputs`, requests are built from the head the session recorded (tool specs,
+        system prompt, project docs: `session_head`), byte for byte, whatever changed on disk
+        since; `head_notice` then says what changed. `refresh_head` uses the current files
+        instead: a new epoch, as a model switch is."""
         stored = load_session(ledger, session_id)
         record = stored.record
         if workspace is None:
@@ -160,9 +170,20 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         config = (config or SessionConfig()).model_copy(
             update={"run_id": record.run_id, "task_id": record.task_id, "label": record.label}
         )
+        recorded = StoredHead.model_validate_json(stored.stored.head_json) if stored.stored.head_json else None
+        changes: list[str] = []
+        if inputs is None and recorded is not None:
+            current = session_inputs(Path(workspace).resolve())
+            changes = head_changes(recorded, head_of_inputs(current), [d.path for d in current.docs])  # type: ignore[union-attr]
+            inputs = current if refresh_head else frozen_inputs(recorded, current.tools)
         session = cls.__new__(cls)
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
+        session._logged_head = recorded
+        if changes and not refresh_head:
+            session.head_notice = frozen_notice(changes)
+        elif changes:
+            session._epoch_reason = f"refreshed on resume: {' and '.join(changes)}"
         session.records = list(enumerate(stored.calls, start=1))
         stored_effort = stored.stored.effort
         session._epochs = SessionEpochs.restored(
@@ -239,6 +260,10 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         self._cache: tuple[CacheRules, CacheState] | None = None
         """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
+        self._logged_head: StoredHead | None = None
+        """The head last stored in the ledger (what a resume rebuilds requests from)."""
+        self.head_notice: str | None = None
+        """Set on a resumed session that keeps a recorded head the files on disk no longer match."""
 
     # ------------------------------------------------------------------ state
 
@@ -278,7 +303,12 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
     def _append(self, message: UserMessage | AssistantMessage) -> None:
         """Add a message to the transcript and store it in the ledger."""
         transcript = self.transcript.append(message)  # checks the conversation rules first
-        self._log.message(message)
+        try:
+            self._log.message(message)
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.transcript = transcript  # kept in the ledger's spool: the entry is not lost
+            raise
         self.transcript = transcript
 
     def add_user_message(self, text: str) -> None:
@@ -290,7 +320,8 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
         if not text.strip():
             raise ValueError("a user message needs some text")
         self.close_open_turn(NO_REPLY_NOTE)
-        self._append(UserMessage(content=(TextBlock(text=text),)))
+        # Tool calls a killed process left unanswered are answered as interrupted, in this same turn.
+        self._append(UserMessage(content=(*interrupted_tool_results(self.transcript), TextBlock(text=text))))
 
     def close_open_turn(self, note: str) -> bool:
         """End a turn that stopped before the model answered (it was cancelled, failed, or a limit
@@ -336,9 +367,14 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
             effort=self.effort,
         )
 
-    def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
+    def call(
+        self, step: int, policy: Policy, cancel: threading.Event | None = None, *, time_left_s: float | None = None,
+        _overflowed: bool = False,
+    ) -> StepOutcome:
         """Project, call with retries, record, then append the turn `policy` chooses. With
         `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded).
+        With `time_left_s` (what is left of the run's wall time), neither the call nor its retries
+        go past it (a CallError with `out_of_time` then says so).
         A prompt near the model's window is compacted first (`session_compaction`); one the
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
@@ -364,31 +400,38 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
                 raise Cancelled("cancelled while waiting to retry")
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
-        def attempt(number: int) -> CallResult:
-            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text))
+        attempts: list[CallRecord] = []  # each attempt is a row; retries name the first
+        deadline = time.monotonic() + time_left_s if time_left_s is not None else None
+        budget = CallBudget(self.config.timeouts, deadline)
 
-        started_at = self.clock()
-        clock_start = time.monotonic()
+        def send() -> CallResult:
+            return guard.attempt(lambda on_text: budget.run(
+                lambda: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
+            ))
+
+        def attempt(_number: int) -> Answered:  # the number is len(attempts) + 1
+            return self._attempt(step, prompt, epoch, send, attempts=attempts)
+
         try:
-            result = call_with_retries(
+            answered = call_with_retries(
                 attempt,
                 self.config.retry,
                 sleep=self.sleep if self.sleep is not None else cancellable_sleep(cancel),
                 on_retry=on_retry,
+                deadline=deadline,
             )
         except CallError as error:
-            suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
-            self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
             if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
-                return self.call(step, policy, cancel, _overflowed=True)
+                left = deadline - time.monotonic() if deadline is not None else None
+                return self.call(step, policy, cancel, time_left_s=left, _overflowed=True)
             raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
+        except KeyboardInterrupt as exc:
             raise Cancelled(str(exc) or "cancelled") from exc
-
+        result, started_at = answered.result, answered.started_at
         explanation = effort_miss(self._explain(prompt, result, started_at), epoch)
-        record = self._record(step, prompt, result, started_at, explanation, epoch)
+        record = self._record(step, prompt, result, started_at, explanation, epoch, pending=answered.pending)
+        # Only a head the provider accepted is one a resume may rebuild (a refused refresh is not).
+        self._record_head(prompt)
         if prompt.tail is not None:
             self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)
@@ -423,19 +466,14 @@ class Session(SessionRecording, SessionCompaction, SessionTurns):
             raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
         epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
         guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
-        started_at = self.clock()
-        clock_start = time.monotonic()
-        try:
-            result = guard.attempt(lambda on_text: send_warmup(route.backend, prompt))
-        except CallError as error:
-            self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=KEEPALIVE_KIND)
-            raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(0, prompt, started_at, clock_start, message, None, epoch, kind=KEEPALIVE_KIND)
-            raise Cancelled(str(exc) or "cancelled") from exc
+        budget = CallBudget(self.config.timeouts)
+        answered = self._attempt(
+            0, prompt, epoch, lambda: guard.attempt(lambda on_text: budget.run(lambda: send_warmup(route.backend, prompt))),
+            kind=KEEPALIVE_KIND,
+        )
+        result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=KEEPALIVE_KIND)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         # A read refreshes the entry from this request's start: the next request is explained
         # against the warm-up, not against the request it repeated.
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)

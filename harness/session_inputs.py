@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hitrate.harness.prompts import default_system_prompt
 from hitrate.harness.retry import RetryPolicy
 from hitrate.harness.wire.effort import Effort
+from hitrate.harness.wire.timeouts import CallTimeouts
 from hitrate.projection.docs import ProjectDoc, discover_docs
 from hitrate.projection.project import SystemPrompt
 from hitrate.projection.tools_spec import ToolSpec
@@ -27,6 +28,8 @@ class SessionConfig(BaseModel):
     effort: Effort | None = None
     """The reasoning effort every call asks for (`--effort`); None: the model's own default."""
     retry: RetryPolicy = RetryPolicy()
+    timeouts: CallTimeouts = CallTimeouts()
+    """How long each call may wait to connect, for the response headers, and between stream chunks."""
     run_id: str | None = None
     task_id: str | None = None
     label: str | None = None
@@ -49,7 +52,8 @@ class SessionInputs:
     tools: ToolRegistry
     tool_specs: list[ToolSpec]
     system: SystemPrompt | str
-    docs: list[ProjectDoc]
+    docs: list[ProjectDoc] | str
+    """The docs found in the workspace, or the rendered docs section a resumed session recorded."""
 
 
 def session_inputs(workspace: Path, tools: ToolRegistry | None = None, system: SystemPrompt | str | None = None) -> SessionInputs:

@@ -12,6 +12,8 @@ Entries are only ever appended (the ledger's `messages` table), in transcript or
                       (a refused turn: the provider keeps refusing a conversation that goes on from it)
     continued         more content of the assistant turn before it (a paused turn the model went on
                       with), as an assistant message's pydantic JSON
+    head              the tool specs, system prompt and docs its requests are built from, when the
+                      first request is built and whenever that head changes (`session_head`)
 
 A user message is stored before the request that carries it is sent, so a crash loses nothing that
 reached the model. Content is stored as JSON strings, which give back the same characters, so a
@@ -34,7 +36,7 @@ from hitrate.projection.transcript import (
     TranscriptError,
     UserMessage,
 )
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.records import MessageRecord
 
 KIND_USER = "user"
@@ -44,6 +46,7 @@ KIND_MODEL = "model"
 KIND_EFFORT = "effort"
 KIND_REWIND = "rewind"
 KIND_CONTINUED = "continued"
+KIND_HEAD = "head"
 KIND_COMPACTION = "compaction"
 """The transcript was compacted: `{"keep_from": i, "summary": text}` (see projection.compaction)."""
 
@@ -79,12 +82,19 @@ class TranscriptLog:
 
     def continued(self, message: AssistantMessage) -> None:
         self._append(KIND_CONTINUED, message.model_dump_json())
+    def head(self, head_json: str) -> None:
+        self._append(KIND_HEAD, head_json)
 
     def compaction(self, keep_from: int, summary: str) -> None:
         self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
 
     def _append(self, kind: str, body: str) -> None:
-        self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        try:
+            self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.next_seq += 1  # the entry is kept in the spool, at this position
+            raise
         self.next_seq += 1
 
 
@@ -99,6 +109,9 @@ class StoredTranscript:
     """Where the next entry goes."""
     effort: str | None = None
     """The reasoning effort the session last asked for (None: the model's default)."""
+    head_json: str | None = None
+    """The last recorded head (`session_head.StoredHead` JSON); None for sessions recorded before
+    heads were kept."""
 
     @property
     def model_spec(self) -> str | None:
@@ -112,6 +125,7 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
     model_specs: list[str] = []
     model_reasons: list[str] = []
     effort: str | None = None
+    head_json: str | None = None
     for expected, entry in enumerate(entries):
         where = f"entry {entry.seq} ({entry.kind}) of session {entry.session_id}"
         if entry.seq != expected:
@@ -147,6 +161,9 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 if not messages or not isinstance(messages[-1], AssistantMessage):
                     raise StoredTranscriptError(f"{where}: a continuation must follow an assistant message")
                 messages[-1] = AssistantMessage(content=messages[-1].content + more.content)
+            elif entry.kind == KIND_HEAD:
+                json.loads(entry.body)  # validated where it is used (session_head)
+                head_json = entry.body
             elif entry.kind == KIND_MODEL:
                 switch = json.loads(entry.body)
                 model_specs.append(str(switch["spec"]))
@@ -163,4 +180,5 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
     return StoredTranscript(
         transcript=transcript, model_specs=tuple(model_specs), model_reasons=tuple(model_reasons), next_seq=len(entries),
         effort=effort,
+        head_json=head_json,
     )

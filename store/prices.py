@@ -412,12 +412,18 @@ def select_tier(tiers: list[Tier], prompt_tokens: int | None) -> Tier:
 
 _PREFIXES = ("anthropic/", "openai/", "deepseek/", "gemini/", "google/", "models/")
 _DATED = re.compile(r"(?:[-@]\d{8}|-\d{4}-\d{2}-\d{2})$")
+# Bedrock model ids: an optional cross-region inference prefix (`us.`, `eu.`, `global.`, ...), the
+# vendor (`anthropic.`) and a version suffix (`-v1:0`): anthropic.claude-sonnet-4-5-20250929-v1:0.
+_BEDROCK_ID = re.compile(r"^(?:[a-z]{2,6}(?:-[a-z]+)?\.)?anthropic\.(claude-.+?)(?:-v\d+(?::\d+)?)?$")
 
 
 def canonical_model_name(name: str) -> str:
     """Lower-case, without a vendor prefix or a trailing date; Anthropic's dotted versions
     (`claude-opus-4.5`) spelled with dashes as the API ids are (`claude-opus-4-5`)."""
     key = name.strip().lower()
+    bedrock = _BEDROCK_ID.match(key)
+    if bedrock:
+        key = bedrock.group(1)
     changed = True
     while changed:
         changed = False

@@ -42,7 +42,7 @@ _KEYS = [
 ]
 
 #: Commands that would disturb a turn in progress.
-_IDLE_ONLY = {"model", "effort", "clear", "resume", "undo", "compact"}
+_IDLE_ONLY = {"model", "effort", "clear", "resume", "undo", "compact", "refresh"}
 
 
 def cost_markdown(figures: SessionFigures, *, compact: bool = False) -> str:
@@ -125,6 +125,15 @@ class CommandsMixin:
             await self.conversation.add_notice("queued /init (sent when the agent stops)")
             return
         await self.send_prompt(INIT_PROMPT)
+
+    async def _command_refresh(self: "HitrateApp", arg: str) -> None:
+        changes = self.link.refresh_head()
+        if changes:
+            await self.conversation.add_notice(
+                f"refreshed {' and '.join(changes)}: the next request starts a new cache epoch", "warning"
+            )
+        else:
+            await self.conversation.add_notice("the project docs, system prompt and tools are as the session has them")
 
     async def _command_cost(self: "HitrateApp", arg: str) -> None:
         await self.conversation.add_markdown(cost_markdown(self.figures, compact=self.screen.has_class(NARROW)))

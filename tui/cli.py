@@ -80,6 +80,10 @@ def tui_command(
         help="While you are idle, re-warm the cached prefix before its TTL runs out, but only when the expected "
         "saving beats the warm-up's cost (never on DeepSeek, local or self-hosted servers). /keepalive switches it.",
     ),
+    cache_ttl: Optional[str] = typer.Option(
+        None, "--cache-ttl", help="5m or 1h: lifetime of the cache marks on routes with Anthropic's cache. "
+        "Default: the config file's `cache_ttl`, else 5m.",
+    ),
 ) -> None:
     """Work with the agent interactively and watch the prompt cache.
 
@@ -94,6 +98,7 @@ def tui_command(
     from hitrate.harness.models import ModelSpecError
     from hitrate.harness.permissions import Permissions, PermissionRuleError
     from hitrate.harness.defaults import configured_effort
+    from hitrate.harness.router import Router
     from hitrate.harness.session import SessionConfig
     from hitrate.harness.wire.effort import EffortError, parse_effort
     from hitrate.tui.app import HitrateApp
@@ -101,6 +106,8 @@ def tui_command(
 
     if permissions not in (None, "ask", "allow", "deny"):
         _fail(f"--permissions must be ask, allow or deny, not {permissions!r}")
+    if cache_ttl not in (None, "5m", "1h"):
+        _fail(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
     try:
         rules = Permissions.load(config_path(), default=permissions)  # type: ignore[arg-type]
     except PermissionRuleError as exc:
@@ -126,6 +133,7 @@ def tui_command(
             spec,
             ws,
             db,
+            router=Router(cache_ttl=cache_ttl),
             limits=AgentLimits(max_steps=max_steps, max_cost_usd=max_cost),
             session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui", effort=level),
             keepalive=KeepAliveConfig(enabled=keepalive),

@@ -12,7 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 CommandName = Literal[
-    "model", "effort", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "compact", "quit"
+    "model", "effort", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "refresh",
+    "compact", "quit"
 ]
 
 EFFORT_ARGS = ("low", "medium", "high", "max", "default")
@@ -73,6 +74,11 @@ COMMANDS: dict[str, CommandHelp] = {
         "request reads the history from the cache, and tools, system prompt and docs stay cached",
     ),
     "init": CommandHelp(usage="/init", summary="ask the agent to write (or improve) AGENTS.md for this project"),
+    "refresh": CommandHelp(
+        usage="/refresh",
+        summary="build the next requests from the current AGENTS.md, system prompt and tools (read once per "
+        "session, and kept as recorded on resume): a new cache epoch when they changed",
+    ),
     "help": CommandHelp(usage="/help", summary="this list"),
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
 }

@@ -194,6 +194,12 @@ class HarnessLink:
             finally:
                 self._forward = None
 
+    def refresh_head(self) -> list[str]:
+        """Read AGENTS.md, the system template and the tools again for the next requests; what
+        changed (a change starts a new epoch)."""
+        with self._session_free():
+            return self.session.refresh_head()
+
     def compact(self, post: Post) -> str:
         """(worker thread) Summarize the history now; the summary call arrives as CallRecorded."""
         with self._session_free():
@@ -295,6 +301,8 @@ class HarnessLink:
         if old.route is not session.route:
             old.route.close()
         self.workspace = workspace
+        if session.head_notice is not None:
+            notes.append(session.head_notice)
         figures = [
             figure_from_record(record, n, epoch=session.epoch_of_call.get(record.id, 0))
             for n, (_, record) in enumerate(session.records, start=1)

@@ -64,7 +64,8 @@ def run_command(
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
         help="provider/model: anthropic/…, openai/… (Responses API from gpt-5.6 on; openai-chat/… for Chat Completions), "
-        "deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>; "
+        "deepseek/…, gemini/…, openrouter/<vendor>/…, azure/<deployment>, bedrock/<model id>, vertex/…, "
+        "openai-compat/<model>@<url>, local/<path or hub id>; "
         "or a short name: sonnet, opus, haiku, gpt, deepseek, gemini (`hitrate prices` shows what they are). "
         "Default: the resumed session's model; else $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model.",
@@ -80,7 +81,9 @@ def run_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
+    max_wall: Optional[float] = typer.Option(
+        None, "--max-wall", min=0.001, help="Stop after this many seconds: no call starts, and none (nor its retries) runs, past it."
+    ),
     max_output_tokens: Optional[int] = typer.Option(
         None, "--max-output-tokens", min=1, help="max_tokens of each call (thinking included). Default: 32,000 on models "
         "that think by default, else 4,096, within the model's own output limit.",
@@ -89,6 +92,18 @@ def run_command(
         None, "--effort", help="Reasoning effort: low, medium, high or max, sent as each backend's own parameter "
         "(Anthropic output_config.effort, OpenAI reasoning_effort / reasoning.effort, ...). Default: the config file's "
         "`effort`, else the model's own default.",
+    ),
+    connect_timeout: Optional[float] = typer.Option(
+        None, "--connect-timeout", min=0.001, help="Seconds to reach the model server (default: the config file's "
+        "[timeouts] connect_s, else 10).",
+    ),
+    first_byte_timeout: Optional[float] = typer.Option(
+        None, "--first-byte-timeout", min=0.001, help="Seconds from sending a request to the response headers "
+        "(default: [timeouts] first_byte_s, else 120).",
+    ),
+    idle_timeout: Optional[float] = typer.Option(
+        None, "--idle-timeout", min=0.001, help="Seconds of silence allowed between two chunks of a streamed reply "
+        "(default: [timeouts] idle_s, else 300). Each call also ends at what is left of --max-wall.",
     ),
     context_window: Optional[int] = typer.Option(
         None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
@@ -115,6 +130,15 @@ def run_command(
     allow_unpriced: bool = typer.Option(
         False, "--allow-unpriced", help="Run a cloud model hitrate has no price for (a new release) instead of stopping."
     ),
+    refresh_docs: bool = typer.Option(
+        False, "--refresh-docs", help="With --resume: build requests from the current AGENTS.md, system prompt and tools "
+        "(a new cache epoch) instead of the ones the session recorded.",
+    ),
+    cache_ttl: Optional[str] = typer.Option(
+        None, "--cache-ttl", help="5m or 1h: lifetime of the cache marks on routes with Anthropic's cache (a 1h write "
+        "costs 2x input, a 5m one 1.25x; 1h pays when you pause longer than 5 minutes). Default: the config file's "
+        "`cache_ttl`, else 5m.",
+    ),
 ) -> None:
     """Run the agent on TASK in a workspace and account for every call.
 
@@ -124,7 +148,8 @@ def run_command(
     call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 4 the model refused, 130
     cancelled."""
     from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.defaults import default_model
+    from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.models import ModelSpecError, parse_model_spec
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
@@ -150,6 +175,10 @@ def run_command(
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
+    try:
+        timeouts = configured_timeouts(config_path(), connect_s=connect_timeout, first_byte_s=first_byte_timeout, idle_s=idle_timeout)
+    except TimeoutConfigError as exc:
+        _fail(str(exc))
     # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
     Ledger(ledger_path).close()
     try:
@@ -171,7 +200,9 @@ def run_command(
         typer.echo(f"warning: {unconfined}", err=True)
     approve = _permission_hook(permissions)
     level = _effort(effort)
-    route = _resolve(spec_text, table, sink, json_events)
+    if cache_ttl not in (None, "5m", "1h"):
+        _fail(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
+    route = _resolve(spec_text, table, sink, json_events, cache_ttl)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
         typer.echo(f"warning: cost limit cannot be enforced: {route.label} has no price", err=True)
@@ -179,8 +210,9 @@ def run_command(
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window,
-                                               compact_at=compact_at, effort=level),
-                          resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets)
+                                               compact_at=compact_at, effort=level, timeouts=timeouts),
+                          resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets,
+                          refresh_head=refresh_docs)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
@@ -209,7 +241,9 @@ def exit_code(result: AgentResult) -> int:
     return _EXIT_FOR_STATUS.get(result.status, EXIT_ERROR)
 
 
-_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini")
+_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini", "bedrock", "vertex")
+# Routes whose models are another provider's, for the closest-name hint.
+_PRICED_AS = {"openai-chat": "openai", "openai-responses": "openai", "bedrock": "anthropic", "vertex": "anthropic"}
 
 
 def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
@@ -221,7 +255,7 @@ def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
 
     from hitrate.harness.models import ModelSpecError
 
-    provider = "openai" if spec.provider in ("openai-chat", "openai-responses") else spec.provider
+    provider = _PRICED_AS.get(spec.provider, spec.provider)
     names = sorted({n for m in table.models if m.provider == provider for n in (m.model, *m.aliases)})
     close = difflib.get_close_matches(spec.model.lower(), names, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(f'{spec.provider}/{c}' for c in close)}? " if close else ""
@@ -231,7 +265,7 @@ def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
     )
 
 
-def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool) -> Route:
+def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool, cache_ttl: str | None = None) -> Route:
     """The route for the spec; a local model says it is loading first (a load takes a while)."""
     from hitrate.harness.models import ModelSpecError
     from hitrate.harness.router import Router
@@ -239,7 +273,7 @@ def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool) ->
     if spec_text.startswith("local/") and not quiet:
         typer.echo(f"loading model {spec_text[len('local/'):]}…", err=True)
     try:
-        return Router(price_table=table).resolve(spec_text)
+        return Router(price_table=table, cache_ttl=cache_ttl).resolve(spec_text)
     except ModelSpecError as exc:
         _fail(str(exc))
 
@@ -316,9 +350,11 @@ def _permission_hook(flag: str | None) -> "ApprovalHook":
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
              limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
              resume: str | None = None, price_table: PriceTable | None = None,
-             approve: ApprovalHook | None = None, redact_secrets: bool | None = None) -> AgentResult:
+             approve: ApprovalHook | None = None, redact_secrets: bool | None = None,
+             refresh_head: bool = False) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
-    ledger; the route is closed afterwards. `redact_secrets` None: the ledger's default."""
+    ledger (on the head it recorded, unless `refresh_head`); the route is closed afterwards.
+    `redact_secrets` None: the ledger's default."""
     from hitrate.harness.agent import Agent
     from hitrate.harness.session import Session
     from hitrate.store.ledger import Ledger, default_ledger_path
@@ -328,7 +364,10 @@ def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | No
             if resume is None:
                 session = Session(route, workspace, ledger=ledger, sink=sink, config=config, price_table=price_table)
             else:
-                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table)
+                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table,
+                                         refresh_head=refresh_head)
+                if session.head_notice is not None:
+                    typer.echo(f"note: {session.head_notice}", err=True)
         except BaseException:
             route.close()
             raise
@@ -344,6 +383,11 @@ def lint_command(
     workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project whose prompt to check."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Check against this model's caching rules."),
     task: str = typer.Option("(lint)", "--task", help="A stand-in first user message."),
+    count_tokens: bool = typer.Option(
+        False, "--count-tokens", help="Measure the prompt with the provider's token counter (Anthropic's count_tokens, "
+        "on anthropic/ and vertex/; needs the key) instead of the bytes/4 estimate, so marks below the model's "
+        "minimum cacheable length are found on real counts.",
+    ),
 ) -> None:
     """Check the prompt hitrate would build for a workspace before sending it.
 
@@ -375,16 +419,23 @@ def lint_command(
     rules, _ = rules_for(spec)
     inputs = session_inputs(ws)
     transcript = Transcript().append(UserMessage(content=(TextBlock(text=task),)))
+    context = workspace_context(ws)
+
+    def build(counter=None):
+        projector = Projector(rules) if counter is None else Projector(rules, token_counter=counter)
+        return projector.project(model=spec.model, tools=inputs.tool_specs, system=inputs.system,
+                                 transcript=transcript, docs=inputs.docs, context=context, rules=rules)  # fmt: skip
+
     try:
-        prompt = Projector(rules).project(
-            model=spec.model, tools=inputs.tool_specs, system=inputs.system, transcript=transcript,
-            docs=inputs.docs, context=workspace_context(ws), rules=rules,
-        )
+        prompt = build()
     except ProjectionError as exc:
         _fail(f"cannot build the prompt: {exc}")
+    measured = "estimate"
+    if count_tokens:
+        measured, prompt = _counted(model, prompt, build)
     findings = lint(prompt, rules)
     width = table_width()
-    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens ({measured}), "
                f"{len(prompt.breakpoints)} cache mark(s)", width)  # fmt: skip
     out.append(f"workspace: {ws}")  # never wrapped: a path is copied whole
     out += wrap(checked_line(prompt, rules, [d.path for d in inputs.docs], len(inputs.tool_specs)), width)
@@ -393,3 +444,27 @@ def lint_command(
     errors = sum(1 for f in findings if f.severity == "error")
     sys.stdout.flush()
     raise typer.Exit(1 if errors else 0)
+
+
+def _counted(spec_text: str, prompt, build):
+    """(how the tokens were measured, the prompt measured on the provider's count when it can
+    count); the estimate, with the reason, when it cannot."""
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.router import Router
+    from hitrate.harness.token_count import COUNTING_PROVIDERS, CountUnavailable, count_prompt_tokens, scaled_counter
+
+    router = Router()
+    try:
+        spec = router.parse(spec_text)
+        if spec.provider not in COUNTING_PROVIDERS:
+            return f"estimate: {spec.label} cannot count tokens (only Anthropic's API and Vertex can)", prompt
+        route = router.resolve(spec)
+    except ModelSpecError as exc:
+        return f"estimate: cannot count ({exc})", prompt
+    try:
+        real = count_prompt_tokens(route, prompt)
+    except CountUnavailable as exc:
+        return f"estimate: {exc}", prompt
+    finally:
+        route.close()
+    return f"counted by the API: {real:,} in the whole prompt", build(scaled_counter(real, prompt.total_tokens))

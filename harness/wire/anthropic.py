@@ -275,7 +275,11 @@ class AnthropicBackend:
         timeout_s: float = 600.0,
         extra_headers: dict[str, str] | None = None,
         effort_dialect: str = "anthropic",
+        client: Any | None = None,
     ) -> None:
+        """`client`: an SDK client built elsewhere that speaks this API under another transport
+        (`AnthropicBedrock`, `AnthropicVertex`: `hitrate.harness.route_clients`), made with
+        `max_retries=0`; None builds `anthropic.Anthropic` from the key and base URL."""
         self.model = model
         self.effort: Effort | None = None
         self.effort_dialect = effort_dialect
@@ -283,7 +287,7 @@ class AnthropicBackend:
         self.label = label or f"anthropic/{model}"
         self.base_url = base_url or DEFAULT_BASE_URL
         # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
-        self._client = anthropic.Anthropic(
+        self._client = client if client is not None else anthropic.Anthropic(
             api_key=api_key,
             base_url=self.base_url,
             max_retries=0,
@@ -332,7 +336,7 @@ class AnthropicBackend:
 
         try:
             with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id", refine=refine) as call:
-                message = self._client.messages.create(**body)
+                message = self._client.messages.create(**body, **call.timeout)
                 call.check()
         except _PrewarmRefused:
             self.prewarm_refused = True
@@ -366,8 +370,10 @@ class AnthropicBackend:
         response_id: str | None = None
         stop_details: dict[str, Any] | None = None
         collected = _Collected()
-        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
-            for event in call.events(self._client.messages.create(**body, stream=True)):
+        # Anthropic's stream ends with `message_stop` (streaming docs): without it the reply is not whole.
+        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id",
+                          last_event="message_stop") as call:
+            for event in call.events(self._client.messages.create(**body, stream=True, **call.timeout)):
                 kind = event.type
                 if kind == "message_start":
                     message = event.message
@@ -386,9 +392,12 @@ class AnthropicBackend:
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     delta_usage = as_raw_usage(getattr(event, "usage", None))
+                    call.partial_usage = {**start_usage, **delta_usage}
                     # A refusal says why in `stop_details` (category, explanation) on this event.
                     details = _dict(event.delta).get("stop_details")
                     stop_details = details if isinstance(details, dict) else stop_details
+                elif kind == "message_stop":
+                    call.end()
         # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
         raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return call.result(

@@ -1,23 +1,27 @@
 """OpenAI Chat Completions: Prompt -> request body, streamed call through the official SDK -> CallResult.
 
-One adapter serves every server that speaks this API: OpenAI, DeepSeek, Gemini's OpenAI-compatible
-endpoint, vLLM, SGLang, llama.cpp and the bundled engine server. What differs between them is
-chosen by `Quirks`, which come from the base URL's host (never from the model name): which usage
-fields are read, whether `prompt_cache_key` is sent, which max-tokens field is understood.
+One adapter serves every server that speaks this API: OpenAI, Azure OpenAI, DeepSeek, Gemini's
+OpenAI-compatible endpoint, OpenRouter, vLLM, SGLang, llama.cpp and the bundled engine server. What
+differs between them is chosen by `Quirks`, which follow the provider the user named (the host only
+for `openai-compat/`; never the model name): which usage fields are read, whether
+`prompt_cache_key` is sent, which max-tokens field is understood.
 
 Layout on this wire: one system message (system text, then the project docs), then the transcript.
 A user turn becomes one `tool` message per tool result followed by one `user` message with its text
-and frozen context blocks. Tool-call `arguments` are sent as the exact string the model streamed.
+and frozen context blocks; a turn of tool results only carries its context at the end of its last
+`tool` message, so no user message is made between tool rounds. Tool-call `arguments` are sent as
+the exact string the model streamed.
 
 Opaque fields go back as they came: a tool call keeps every field beyond id / type / function
 (Gemini 3's `extra_content.google.thought_signature`, required on the next request), and an
 assistant turn's reasoning goes back in the fields it arrived in (`reasoning_content`, `reasoning`,
 OpenRouter's `reasoning_details`), to the kind of server that produced it.
 
-Cache marks: only GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s, on content parts. When the
-projection planned marks for that family, every message is rendered with content-part lists (so
-adding or moving a mark never changes how a message is spelled, only the mark itself); otherwise
-content is a plain string. Tools and tool calls cannot carry a mark on this wire.
+Cache marks: GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s on content parts, and OpenRouter
+passes Anthropic's `cache_control` on content parts through to Claude. When the projection planned
+marks for either family, every message is rendered with content-part lists (so adding or moving a
+mark never changes how a message is spelled, only the mark itself); otherwise content is a plain
+string. Tools and tool calls cannot carry a mark on this wire.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from hitrate.harness.wire.types import (
     RenderReport,
     StreamTimer,
     TextSink,
+    context_rides_with_tool_results,
     map_stop_reason,
     native_raw,
     sendable_arguments,
@@ -80,16 +85,21 @@ class _Renderer(OpenAIContent):
         return {"role": "system", "content": self.content(pieces)}
 
     def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+        results: list[tuple[str, list[tuple[str, BlockKey]]]] = []
         pieces: list[tuple[str, BlockKey]] = []
+        # Context of a turn of tool results only is appended to its last tool message.
+        ride = context_rides_with_tool_results(message)
         for bi, block in enumerate(message.content):
             key = ("message", mi, bi)
             if isinstance(block, ToolResultBlock):
-                out.append({"role": "tool", "tool_call_id": block.call_id, "content": self.content([(block.content, key)])})
+                results.append((block.call_id, [(block.content, key)]))
             elif isinstance(block, ContextBlock):
-                pieces.append((block.text, key))
+                (results[-1][1] if ride and results else pieces).append((block.text, key))
             elif isinstance(block, TextBlock) and block.text:
                 pieces.append((block.text, key))
+        out: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": call_id, "content": self.content(parts)} for call_id, parts in results
+        ]
         if pieces:
             out.append({"role": "user", "content": self.content(pieces)})
         return out
@@ -185,9 +195,11 @@ def render_chat_request(
 
 
 def normalize_usage(
-    raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None, *, prices: PriceTable | None = None
+    raw: dict[str, Any], quirks: Quirks, model: str, timings: dict[str, Any] | None = None, *, prices: PriceTable | None = None,
+    write_ttl: str = "5m",
 ) -> Usage:
-    """Normalized usage for a Chat Completions `usage` payload from the server `quirks` describe."""
+    """Normalized usage for a Chat Completions `usage` payload from the server `quirks` describe.
+    `write_ttl`: the TTL class a gateway's unsplit cache writes are booked under (OpenRouter)."""
     if not raw:
         return Usage()  # the server sent no usage: every bucket unknown
     dialect = quirks.usage_dialect
@@ -195,6 +207,8 @@ def normalize_usage(
         return normalize.from_deepseek(raw)
     if dialect == "gemini_openai":
         return normalize.from_gemini_openai(raw)
+    if dialect == "openrouter":
+        return normalize.from_openrouter(raw, write_ttl=write_ttl)
     if dialect == "openai":
         entry = (prices or PriceTable.default()).find(model)
         if entry is not None:
@@ -331,6 +345,16 @@ def _details_text(details: list[dict[str, Any]]) -> str:
     return "".join(str(d.get("text") or d.get("summary") or "") for d in details)
 
 
+def write_ttl_of(prompt: Prompt) -> str:
+    """The TTL class writes of `prompt` are booked under when usage does not split them: the
+    Anthropic family's longest planned mark (Anthropic writes the 1h entries first), else the
+    family's own (GPT-5.6 explicit breakpoints: 30m)."""
+    ttls = {mark.ttl for mark in prompt.breakpoints}
+    if prompt.family == "anthropic":
+        return "1h" if "1h" in ttls else "5m"
+    return "30m"
+
+
 class OpenAIChatBackend(OpenAIClientBackend):
     """One model behind a Chat Completions endpoint."""
 
@@ -351,8 +375,12 @@ class OpenAIChatBackend(OpenAIClientBackend):
         finish: str | None = None
         model = prompt.model
         response_id: str | None = None
-        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id") as call:
-            for chunk in call.events(self._client.chat.completions.create(**request)):
+        # A whole Chat Completions stream gives each choice a `finish_reason` (then, when asked, a
+        # usage chunk, then `[DONE]`, which the SDK consumes). A stream that closes before any
+        # finish_reason was cut off mid-answer.
+        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id",
+                          last_event="a finish_reason") as call:
+            for chunk in call.events(self._client.chat.completions.create(**request, **call.timeout)):
                 response_id = response_id or chunk.id
                 model = chunk.model or model
                 extra = chunk.model_extra or {}
@@ -363,10 +391,11 @@ class OpenAIChatBackend(OpenAIClientBackend):
                 for choice in chunk.choices:
                     if choice.finish_reason:
                         finish = choice.finish_reason
+                        call.end()
                     if choice.delta is not None:
                         reply.add(choice.delta, call.timer, on_text)
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
-        usage = normalize_usage(raw_usage, self.quirks, model, timings, prices=self.prices)
+        usage = normalize_usage(raw_usage, self.quirks, model, timings, prices=self.prices, write_ttl=write_ttl_of(prompt))
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
         # A refusal ends the stream with finish_reason "stop": it is the refusal field that says so.

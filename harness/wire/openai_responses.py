@@ -46,6 +46,7 @@ from hitrate.harness.wire.types import (
     RenderReport,
     StopReason,
     TextSink,
+    context_rides_with_tool_results,
     native_raw,
     sendable_arguments,
 )
@@ -96,17 +97,23 @@ class _Renderer(OpenAIContent):
     join = _JOIN
 
     def user(self, mi: int, message: UserMessage) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+        results: list[tuple[str, list[tuple[str, BlockKey]]]] = []
         pieces: list[tuple[str, BlockKey]] = []
+        # Context of a turn of tool results only goes at the end of its last output: no user
+        # message between tool rounds (GPT-5.6 scopes reasoning by user turns).
+        ride = context_rides_with_tool_results(message)
         for bi, block in enumerate(message.content):
             key = ("message", mi, bi)
             if isinstance(block, ToolResultBlock):
-                # The wire has no error flag for a tool output; a failed tool says so in its text.
-                items.append(
-                    {"type": "function_call_output", "call_id": block.call_id, "output": self.content([(block.content, key)])}
-                )
+                results.append((block.call_id, [(block.content, key)]))
+            elif isinstance(block, ContextBlock) and block.text and ride and results:
+                results[-1][1].append((block.text, key))
             elif isinstance(block, (TextBlock, ContextBlock)) and block.text:
                 pieces.append((block.text, key))
+        # The wire has no error flag for a tool output; a failed tool says so in its text.
+        items: list[dict[str, Any]] = [
+            {"type": "function_call_output", "call_id": call_id, "output": self.content(parts)} for call_id, parts in results
+        ]
         if pieces:
             items.append({"type": "message", "role": "user", "content": self.content(pieces)})
         return items
@@ -388,8 +395,11 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             if include and _refuses_encrypted_reasoning(exc):
                 raise _EncryptedReasoningRefused() from exc
 
-        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine) as call:
-            stream = self._client.responses.create(**request)
+        # A whole Responses stream ends with `response.completed` (or `response.incomplete`, a
+        # reply cut at a limit, said so); `response.failed` and `error` say it failed.
+        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine,
+                          last_event="response.completed") as call:
+            stream = self._client.responses.create(**request, **call.timeout)
             for event in call.events(stream):
                 kind = getattr(event, "type", None)
                 timer = call.timer
@@ -415,16 +425,14 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
                 elif kind in ("response.completed", "response.incomplete"):
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
+                    call.end()
                 elif kind == "response.failed":
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
                     raise _stream_failure(final.get("error") or {}, stream.response)
                 elif kind == "error":
                     raise _stream_failure(_dict(event), stream.response)
-        if final is None:
-            raise CallError(
-                f"{where}: the stream ended before response.completed", kind="connection", request_id=call.request_id
-            )
+        assert final is not None  # `events` refuses a stream without its last event
         model = final.get("model") or model
         response_id = final.get("id") or response_id
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
