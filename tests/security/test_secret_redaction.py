@@ -177,3 +177,21 @@ def test_secrets_inside_a_tool_calls_json_arguments_leave_them_valid_json(conten
     redacted = redact_text(arguments)
     assert redacted != arguments
     assert json.loads(redacted)["path"] == "notes.txt"
+
+
+def test_a_session_resumed_from_a_redacted_ledger_goes_on(fake_server, workspace, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(ENV_REDACT, raising=False)
+    db = tmp_path / "ledger.db"
+    _run(fake_server, workspace, db)
+    with Ledger(db) as ledger:
+        session_id = ledger.sessions()[0].id
+    fake_server.push(Reply(text="Going on."))
+    app = typer.Typer()
+    cli_run.register(app)
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url, "NO_COLOR": "1"}
+    result = CliRunner().invoke(app, ["run", "and now?", "--resume", session_id, "-w", str(workspace), "--db", str(db),
+                                      "--permissions", "allow"], env=env)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    # The resumed request re-sends what the ledger kept: the redacted text, never the secret.
+    resumed = json.dumps(fake_server.bodies("/v1/messages")[-1])
+    assert "[REDACTED:anthropic-api-key]" in resumed and ANTHROPIC not in resumed
