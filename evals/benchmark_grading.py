@@ -18,7 +18,7 @@ from hitrate.evals.junit import TestOutcome, match_outcomes, parse_junit
 from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
 from hitrate.evals.task_graders import CommandGrader, HarborGrader, SwebenchGrader
-from hitrate.tools.confine import ConfinementPolicy, allowed_env, confined_argv, detect
+from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
 from hitrate.tools.shell import run_command
 
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
@@ -47,9 +47,8 @@ def grade_benchmark(task: Task, source: Path, overlay: Path | None, timeout_s: f
 
 def _run_confined(task: Task, argv: list[str], work_dir: Path, root: Path, env: dict[str, str], limit: float):
     sandbox = detect()
-    if sandbox.program is not None:
-        policy = ConfinementPolicy(hidden_paths=task.hidden_paths)
-        argv = confined_argv(argv, workspace=root, policy=policy, env=env, bwrap=sandbox.program, cwd=work_dir)
+    policy = ConfinementPolicy(hidden_paths=task.hidden_paths)
+    argv = sandboxed_argv(argv, sandbox, workspace=root, policy=policy, env=env, cwd=work_dir)
     started = time.monotonic()
     try:
         outcome = run_command(

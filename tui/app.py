@@ -24,6 +24,7 @@ from textual.widgets import Footer
 
 from hitrate.harness.checkpoints import CheckpointError, Checkpoints
 from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Permissions
+from hitrate.harness.terminal_text import visible
 from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
@@ -401,9 +402,11 @@ class HitrateApp(CommandsMixin, App[None]):
                     self.permissions.allow_always(answer.rule)
                 except (OSError, PermissionRuleError) as exc:
                     self.permissions.allow_for_session(answer.rule)
-                    self.notify(f"could not keep {answer.rule} in the config file ({exc}); allowed for this session", severity="warning")
+                    # The rule holds a command the model wrote: shown as typed, never as markup.
+                    self.notify(visible(f"could not keep {answer.rule} in the config file ({exc}); allowed for this session"),
+                                severity="warning", markup=False)  # fmt: skip
                 else:
-                    self.notify(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})")
+                    self.notify(visible(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})"), markup=False)
             if not message.reply.done():
                 message.reply.set_result(answer)
             self.set_activity(f"running {message.tool}…" if answer.choice != "deny" else "thinking…")

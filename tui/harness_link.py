@@ -22,6 +22,7 @@ from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, KeepAliveDec
 from hitrate.harness.resume import SessionNotResumable, load_session, resumable_sessions
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig, SessionInputs
+from hitrate.harness.terminal_text import visible, visible_value
 from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger
@@ -35,7 +36,8 @@ _SESSION_ID_CHARS = frozenset("0123456789abcdefABCDEF-")
 
 
 def replay_items(transcript: Transcript) -> list[ReplayItem]:
-    """The transcript as the conversation view shows it: prompts, replies, tool panels."""
+    """The transcript as the conversation view shows it: prompts, replies, tool panels; every
+    string with its terminal control characters shown (`terminal_text`), as the live view has it."""
     items: list[ReplayItem] = []
     results: dict[str, tuple[str, bool]] = {}
     for message in transcript.messages:
@@ -46,11 +48,11 @@ def replay_items(transcript: Transcript) -> list[ReplayItem]:
         if isinstance(message, UserMessage):
             text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
             if text:
-                items.append(ReplayItem(kind="user", text=text))
+                items.append(ReplayItem(kind="user", text=visible(text)))
             continue
         text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
         if text:
-            items.append(ReplayItem(kind="assistant", text=text))
+            items.append(ReplayItem(kind="assistant", text=visible(text)))
         for call in message.tool_calls:
             try:
                 args = call.parsed_arguments()
@@ -61,9 +63,9 @@ def replay_items(transcript: Transcript) -> list[ReplayItem]:
                 ReplayItem(
                     kind="tool",
                     call_id=call.call_id,
-                    tool=call.name,
-                    args=args if isinstance(args, dict) else {"arguments": args},
-                    text=content,
+                    tool=visible(call.name),
+                    args=visible_value(args if isinstance(args, dict) else {"arguments": args}),  # type: ignore[arg-type]
+                    text=visible(content),
                     is_error=is_error,
                 )
             )
