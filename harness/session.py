@@ -360,7 +360,7 @@ class Session(SessionRecording, SessionCompaction):
         except CallError as error:
             suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
             self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
-            if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
+            if prompt_too_long(error) and not _overflowed and self.compacts_automatically and self.compact(cancel) is not None:
                 return self.call(step, policy, cancel, _overflowed=True)
             raise
         except (Cancelled, KeyboardInterrupt) as exc:

@@ -82,6 +82,7 @@ def tui_command(
     # Imported here so `hitrate --help` stays quick: Textual and the provider SDKs are only loaded
     # for this command.
     from hitrate.harness.agent import AgentLimits
+    from hitrate.harness.compaction_settings import compaction_keys
     from hitrate.harness.checkpoints import CheckpointError, Checkpoints
     from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.keepalive import KeepAliveConfig
@@ -115,7 +116,7 @@ def tui_command(
             ws,
             db,
             limits=AgentLimits(max_steps=max_steps, max_cost_usd=max_cost),
-            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui"),
+            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui", **compaction_keys(config_path())),
             keepalive=KeepAliveConfig(enabled=keepalive),
         )
     except ModelSpecError as exc:
