@@ -57,6 +57,7 @@ from hitrate.harness.resume import (
 from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
+from hitrate.harness.session_clearing import SessionClearing
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
@@ -90,7 +91,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction):
+class Session(SessionRecording, SessionCompaction, SessionClearing):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -218,8 +219,9 @@ class Session(SessionRecording, SessionCompaction):
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
         self._previous: PreviousRequest | None = None
         """The last request that returned, to explain the next one's misses."""
-        self._compacted = False
-        """The transcript was compacted since the last call: its miss is labelled `compacted`."""
+        self._rewrite: tuple[str, str] | None = None
+        """(reason, detail) when the session rewrote its history on purpose since the last call
+        (compacted, cleared): the next call's miss is labelled with it."""
         self._cache: tuple[CacheRules, CacheState] | None = None
         """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
@@ -324,6 +326,8 @@ class Session(SessionRecording, SessionCompaction):
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
         prompt = self._project()
+        if self._clear_if_it_pays(prompt):
+            prompt = self._project()
         if self._needs_compaction(prompt) and self.compact(cancel) is not None:
             prompt = self._project()
         self._epoch_reason = None
@@ -429,13 +433,11 @@ class Session(SessionRecording, SessionCompaction):
         explanation = explain_against(
             self._previous, prompt, started_at=started_at, rules=rules, usage=result.usage, cache=self._cache[1]
         )
-        if self._compacted and prompt.messages != self._previous_messages():
-            # The history was replaced by its summary on purpose: say so, with what it cost.
-            self._compacted = False
+        if self._rewrite is not None and prompt.messages != self._previous_messages():
+            # The history was rewritten on purpose (compacted, cleared): say so, with what it cost.
+            (reason, detail), self._rewrite = self._rewrite, None
             if explanation.reason == "prefix_changed":
-                explanation = explanation.model_copy(
-                    update={"reason": "compacted", "label": "compacted", "detail": "the history was compacted into a summary"}
-                )
+                explanation = explanation.model_copy(update={"reason": reason, "label": reason, "detail": detail})
         return explanation
 
     def _previous_messages(self) -> tuple:

@@ -60,7 +60,7 @@ class SessionCompaction:
     _log: TranscriptLog
     _epochs: SessionEpochs
     _previous: PreviousRequest | None
-    _compacted: bool
+    _rewrite: tuple[str, str] | None
     clock: Callable[[], Any]
     _project: Callable[..., Prompt]
     _explain: Callable[..., Any]
@@ -143,5 +143,5 @@ class SessionCompaction:
         self.transcript = compacted(real, plan, summary)
         self._log.compaction(plan.keep_from, summary)
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
-        self._compacted = True
+        self._rewrite = ("compacted", "the history was compacted into a summary")
         return record
