@@ -58,6 +58,7 @@ from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.session_clearing import SessionClearing
+from hitrate.harness.session_native import SessionNative
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import SessionRecording
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
@@ -91,7 +92,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionClearing):
+class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNative):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -325,6 +326,7 @@ class Session(SessionRecording, SessionCompaction, SessionClearing):
         A prompt near the model's window is compacted first (`session_compaction`); one the
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
+        self._arm_native_compaction()
         prompt = self._project()
         if self._clear_if_it_pays(prompt):
             prompt = self._project()
@@ -381,6 +383,7 @@ class Session(SessionRecording, SessionCompaction, SessionClearing):
         assistant = policy.decide(step, result)
         if assistant is not None:
             self._append(assistant)
+            self._fold_native_compaction(assistant)
             self.emit(
                 AssistantTurn(
                     session_id=self.id,

@@ -94,7 +94,8 @@ class SessionClearing:
     def _clear_if_it_pays(self, prompt: Prompt) -> bool:
         """Clear a batch of old tool results before the call about to send `prompt` when the rule
         says so; returns whether the transcript changed."""
-        window = self.context_window() if self.config.clear_tool_results and self.config.compaction != "off" else None
+        on = self.config.clear_tool_results and self.config.compaction != "off" and not getattr(self, "native_compaction", False)
+        window = self.context_window() if on else None
         if window is None or self._previous is None:
             return False
         threshold = self.config.compact_at * window

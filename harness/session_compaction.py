@@ -89,8 +89,8 @@ class SessionCompaction:
         return self.config.compaction != "off"
 
     def _needs_compaction(self, prompt: Prompt) -> bool:
-        if not self.compacts_automatically:
-            return False
+        if not self.compacts_automatically or getattr(self, "native_compaction", False):
+            return False  # off, or the provider compacts on its own (session_native)
         window = self.context_window()
         if window is None or self._previous is None:
             return False

@@ -19,6 +19,7 @@ from typing import Any
 
 import anthropic
 
+from hitrate.harness.wire.anthropic_compaction import COMPACT_BETA, COMPACTION_BLOCK, compaction_block
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
     BlockKey,
@@ -168,6 +169,7 @@ class _Collected:
         entry["_text"] = [block.get("text") or block.get("thinking") or ""]
         entry["_json"] = []
         entry["_signature"] = [block.get("signature") or ""]
+        entry["_compaction"] = []
         self.blocks[index] = entry
 
     def delta(self, index: int, delta: dict[str, Any]) -> str | None:
@@ -184,6 +186,8 @@ class _Collected:
             entry["_text"].append(delta.get("thinking", ""))
         elif kind == "signature_delta":
             entry["_signature"].append(delta.get("signature", ""))
+        elif kind == "compaction_delta":
+            entry["_compaction"].append(delta)
         return None
 
     def message(self) -> AssistantMessage | None:
@@ -225,6 +229,8 @@ class _Collected:
                 content.append(ThinkingBlock(thinking="".join(entry["_text"]), signature=signature))
             elif kind == "redacted_thinking":
                 content.append(ThinkingBlock(thinking=entry.get("data", ""), redacted=True))
+            elif kind == COMPACTION_BLOCK:
+                content.append(compaction_block(entry))
         return AssistantMessage(content=tuple(content)) if content else None
 
 
@@ -268,6 +274,9 @@ class AnthropicBackend:
         )
         self.last_report: RenderReport | None = None
         self._inflight = InFlight()
+        self.context_management: dict[str, Any] | None = None
+        """Server-side context management to ask for on every call (`anthropic_compaction`);
+        None: none, and the plain (non-beta) Messages endpoint."""
         self.prewarm_refused = False
         """Set for good once the server refused a `max_tokens: 0` pre-warm (`prewarm` then streams
         one token instead)."""
@@ -323,6 +332,12 @@ class AnthropicBackend:
             streamed=False,
         )
 
+    def _open_stream(self, body: dict[str, Any]) -> Any:
+        # Server-side compaction is a beta: the beta endpoint knows its fields and block types.
+        if "context_management" in body:
+            return self._client.beta.messages.create(**body, betas=[COMPACT_BETA], stream=True)
+        return self._client.messages.create(**body, stream=True)
+
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
         body = render_messages_request(prompt, max_tokens=max_tokens, report=report)
@@ -334,8 +349,10 @@ class AnthropicBackend:
         model = prompt.model
         response_id: str | None = None
         collected = _Collected()
+        if self.context_management is not None:
+            body["context_management"] = self.context_management
         with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
-            for event in call.events(self._client.messages.create(**body, stream=True)):
+            for event in call.events(self._open_stream(body)):
                 kind = event.type
                 if kind == "message_start":
                     message = event.message
