@@ -1,7 +1,9 @@
 """Provider-native compaction in a live session (`compaction = "native"`), as a mixin of `Session`.
 
 Where the route's provider compacts on its own server (Anthropic's Messages API, the
-`compact-2026-01-12` beta: `harness.wire.anthropic_compaction`), the session asks it to, at the
+`compact-2026-01-12` beta: `harness.wire.anthropic_compaction`; OpenAI's Responses API,
+`context_management` with `compact_threshold`: `harness.wire.responses_compaction`), the session
+asks it to, at the
 same threshold the client-side compaction uses (`compact_at` × the window), and leaves the
 threshold to it: no client-side summary call, no clearing. When a reply carries a compaction
 block, the session folds its transcript the way the server reads it: everything before that
@@ -9,19 +11,20 @@ assistant turn goes (the server drops it anyway), a fixed placeholder user turn 
 roles still alternate, and the next call's miss is labelled `compacted`. The compaction's tokens
 are billed on that call (`usage.iterations`, added into its buckets by the store).
 
-Routes without it (OpenAI-compatible servers, the bundled engine, DeepSeek, Gemini, gateways)
+Routes without it (Chat Completions, OpenAI-compatible servers, the bundled engine, DeepSeek, Gemini, gateways)
 fall back to the client-side compaction, with the reason in `native_fallback`. A prompt the
 provider refuses as too long is compacted client-side and retried once, whatever the mode.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
 from hitrate.harness.transcript_log import TranscriptLog
-from hitrate.harness.wire.anthropic_compaction import context_management, has_compaction
+from hitrate.harness.wire import anthropic_compaction, responses_compaction
 from hitrate.projection.compaction import CompactionPlan, compacted
 from hitrate.projection.transcript import AssistantMessage, Transcript
 
@@ -35,9 +38,28 @@ def native_compaction_api(route: Route) -> tuple[str | None, str]:
     spec = route.spec
     if spec.wire == "anthropic_messages" and spec.provider == "anthropic" and route.local is None:
         return "anthropic", ""
+    if spec.wire == "openai_responses" and spec.provider == "openai-responses":
+        # Whoever serves the Responses API at the base URL is asked; one without compaction
+        # refuses the field, and the session can be run with `--compaction client`.
+        return "openai_responses", ""
     if spec.wire == "local_engine" or route.local is not None:
         return None, "the bundled engine has no server-side compaction: compacting client-side"
     return None, f"{spec.provider} has no server-side compaction hitrate can use: compacting client-side"
+
+
+def is_compaction_block(block: Any) -> bool:
+    """A block that is a provider's compaction (Anthropic's block, the Responses item)."""
+    native = getattr(block, "native", None)
+    if native is None or native.api not in (anthropic_compaction.API, responses_compaction.API):
+        return False
+    try:
+        return json.loads(native.raw).get("type") == "compaction"
+    except (json.JSONDecodeError, AttributeError):
+        return False
+
+
+def has_compaction(message: AssistantMessage | None) -> bool:
+    return message is not None and any(is_compaction_block(b) for b in message.content)
 
 
 class SessionNative:
@@ -72,7 +94,9 @@ class SessionNative:
             return
         window = self.context_window()
         trigger = round(self.config.compact_at * window) if window is not None else None
-        backend.context_management = context_management(trigger)
+        api = native_compaction_api(self.route)[0]
+        wire = anthropic_compaction if api == "anthropic" else responses_compaction
+        backend.context_management = wire.context_management(trigger)
 
     def _fold_native_compaction(self, assistant: AssistantMessage | None) -> bool:
         """After a reply was appended: if it carries a compaction block, start the transcript at

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hitrate.projection.transcript import AssistantMessage, NativeBlock, TextBlock
+from hitrate.projection.transcript import NativeBlock, TextBlock
 
 API = "anthropic"
 COMPACT_BETA = "compact-2026-01-12"
@@ -68,17 +68,3 @@ def compaction_block(entry: dict[str, Any]) -> TextBlock:
         block["tool_changes"] = entry["tool_changes"]
     raw = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
     return TextBlock(text=summary or "", native=NativeBlock(api=API, raw=raw))
-
-
-def is_compaction_block(block: Any) -> bool:
-    native = getattr(block, "native", None)
-    if native is None or native.api != API:
-        return False
-    try:
-        return json.loads(native.raw).get("type") == COMPACTION_BLOCK
-    except (json.JSONDecodeError, AttributeError):
-        return False
-
-
-def has_compaction(message: AssistantMessage | None) -> bool:
-    return message is not None and any(is_compaction_block(b) for b in message.content)

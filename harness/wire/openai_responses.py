@@ -35,6 +35,7 @@ import openai
 
 from hitrate.harness.models import Quirks
 from hitrate.harness.wire.openai_client import OpenAIClientBackend
+from hitrate.harness.wire.responses_compaction import COMPACTION_ITEM, compaction_item_block
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
     BlockKey,
@@ -299,6 +300,8 @@ def _blocks(item: dict[str, Any]) -> list[Any]:
         if not thinking and native is None:
             return []
         return [ThinkingBlock(thinking=thinking, native=native)]
+    if kind == COMPACTION_ITEM:
+        return [compaction_item_block(item)]
     return []  # hosted-tool items (web search, ...) are not requested by this harness
 
 
@@ -334,6 +337,8 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         super().__init__(**backend)
         self.include_encrypted_reasoning = True
         """Cleared for good once the model refuses the include (it does not reason)."""
+        self.context_management: list[dict[str, Any]] | None = None
+        """Server-side compaction to ask for on every call (`responses_compaction`); None: none."""
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         try:
@@ -352,6 +357,8 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             prompt, self.quirks, max_output_tokens=max_tokens, include_encrypted_reasoning=include, report=report
         )
         self.last_report = report
+        if self.context_management is not None:
+            body["context_management"] = self.context_management
         request = dict(body, stream=True)
         where = f"{self.label} at {self.base_url}"
         output = _Output()

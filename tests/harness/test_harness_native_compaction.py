@@ -17,8 +17,8 @@ from hitrate.harness.agent import Agent, AgentLimits
 from hitrate.harness.events import EventList
 from hitrate.harness.router import Router
 from hitrate.harness.session import Session, SessionConfig
-from hitrate.harness.session_native import NATIVE_PLACEHOLDER
-from hitrate.harness.wire.anthropic_compaction import COMPACT_BETA, has_compaction
+from hitrate.harness.session_native import NATIVE_PLACEHOLDER, has_compaction
+from hitrate.harness.wire.anthropic_compaction import COMPACT_BETA
 
 SUMMARY = "Task: fix add() in calc.py. Read calc.py; the bug is `a - b`. Next: edit it."
 ENCRYPTED = "EqQBCkYIARgCKkBopaque=="
@@ -157,3 +157,80 @@ def test_a_compaction_block_carries_its_summary_as_text_for_other_providers() ->
     failed = compaction_block({"type": "compaction", "content": None, "_compaction": [], "_signature": []})
     # A failed compaction (null content) is still sent back: the server treats it as a no-op.
     assert failed.text == "" and json.loads(failed.native.raw) == {"type": "compaction", "content": None}
+
+
+# ------------------------------------------------------------------------------------------------
+# OpenAI Responses: `context_management` with `compact_threshold`, the encrypted compaction item
+# ------------------------------------------------------------------------------------------------
+
+RESPONSES_ENCRYPTED = "gAAAAABcompacted-context=="
+
+
+@dataclass
+class CompactingResponse:
+    """A Responses stream whose output starts with a `compaction` item (SDK
+    `ResponseCompactionItem`), after a `response.compaction.compacting` event, then a function call."""
+
+    call: tuple[str, str, str]
+
+
+class CompactingResponsesServer(FakeLLMServer):
+    def _answer(self, handler, record, item) -> None:  # type: ignore[override]
+        if not isinstance(item, CompactingResponse):
+            return super()._answer(handler, record, item)
+        model = json.loads(record.body)["model"]
+        seq = iter(range(1000))
+
+        def event(kind: str, **fields) -> bytes:
+            return _sse(kind, {"type": kind, "sequence_number": next(seq), **fields})
+
+        compaction = {"id": "cmp_1", "type": "compaction", "encrypted_content": RESPONSES_ENCRYPTED}
+        call_id, name, args = item.call
+        call = {"id": "fc_1", "type": "function_call", "call_id": call_id, "name": name, "arguments": args, "status": "completed"}
+
+        def response(status: str, output: list) -> dict:
+            return {"id": "resp_c", "object": "response", "created_at": 1764581234, "model": model, "status": status,
+                    "output": output, "error": None, "incomplete_details": None, "parallel_tool_calls": True,
+                    "tool_choice": "auto", "tools": [],
+                    "usage": {"input_tokens": 40000, "input_tokens_details": {"cached_tokens": 30000},
+                              "output_tokens": 900, "output_tokens_details": {"reasoning_tokens": 0},
+                              "total_tokens": 40900} if status == "completed" else None}
+
+        events = [
+            event("response.created", response=response("in_progress", [])),
+            event("response.compaction.compacting", item_id="cmp_1", output_index=0),
+            event("response.output_item.added", output_index=0, item=compaction),
+            event("response.output_item.done", output_index=0, item=compaction),
+            event("response.output_item.added", output_index=1, item=dict(call, arguments="", status="in_progress")),
+            event("response.function_call_arguments.delta", output_index=1, item_id="fc_1", delta=args),
+            event("response.output_item.done", output_index=1, item=call),
+            event("response.completed", response=response("completed", [compaction, call])),
+        ]
+        self._stream(handler, events, {})
+
+
+def test_responses_compaction_item_is_sent_back_in_place_of_the_history(workspace, ledger) -> None:
+    server = CompactingResponsesServer().start()
+    try:
+        read = json.dumps({"path": "calc.py"})
+        server.push(
+            Reply(tool_calls=[("call_1", "read_file", read)]),
+            CompactingResponse(call=("call_2", "read_file", read)),
+            Reply(text="Fixed."),
+        )
+        env = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": server.url + "/v1"}
+        route = Router(env=env, preflight=False).resolve("openai-responses/gpt-5.4")
+        session = _session(route, workspace, ledger, compaction="native", context_window=50_000)
+        assert session.native_compaction, session.native_fallback
+        result = Agent(session, limits=AgentLimits(max_steps=5, show_budget=False)).run("Fix add() in calc.py.")
+        assert result.status == "end_turn", result.detail
+        bodies = server.bodies("/responses")
+        assert all(b["context_management"] == [{"type": "compaction", "compact_threshold": 40000}] for b in bodies)
+        items = bodies[2]["input"]
+        # The placeholder turn, the compaction item (whole, without its id), the call and its output.
+        assert items[0]["role"] == "user" and NATIVE_PLACEHOLDER in json.dumps(items[0])
+        assert items[1] == {"type": "compaction", "encrypted_content": RESPONSES_ENCRYPTED}
+        assert [i["type"] for i in items[2:4]] == ["function_call", "function_call_output"]  # then the dynamic context
+        assert ledger.calls(session_id=session.id)[2].miss_reason == "compacted"
+    finally:
+        server.stop()
