@@ -71,4 +71,5 @@ def compaction_keys(path: Path) -> dict[str, object]:
         "compact_at": settings.at,
         "compaction": settings.mode,
         "clear_tool_results": settings.clear_tool_results,
+        "idle_compaction": settings.idle,
     }

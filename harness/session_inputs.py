@@ -39,6 +39,9 @@ class SessionConfig(BaseModel):
     """Compact the transcript before a call whose prompt passes this share of the window."""
     compaction: CompactionMode = "client"
     """client, native (the provider's own, where the route has it, else client) or off."""
+    idle_compaction: bool = False
+    """Compact an idle session before its cached prefix expires when that is expected to save money
+    (`harness.idle_compaction`); off by default: it calls the model while the user is away."""
     clear_tool_results: bool = True
     """Before compacting, stub old large tool results when that saves more than the cache rewrite
     it causes (`projection.clearing`)."""

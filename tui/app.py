@@ -185,7 +185,10 @@ class HitrateApp(CommandsMixin, App[None]):
 
     def maybe_warm(self) -> bool:
         """Start a warm-up if the warmer says one is due now and nothing else is running."""
-        if self.busy or self.warming or self.link.keepalive(self.clock()).action != "warm":
+        if self.busy or self.warming:
+            return False
+        now = self.clock()
+        if self.link.keepalive(now).action != "warm" and not self.link.idle_compaction_due(now):
             return False
         self.warming = True
         self.refresh_figures()
