@@ -37,7 +37,7 @@ from hitrate.projection.caching import CacheRules, family_for
 from hitrate.projection.clearing import TokenPrices, cleared, decide_clearing, horizon, plan_clearing
 from hitrate.projection.compaction import SUMMARY_HEADER, compacted, needs_compaction, plan_compaction, summary_transcript
 from hitrate.projection.docs import ProjectDoc
-from hitrate.projection.project import Projector
+from hitrate.projection.project import Projector, SystemPrompt
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.tools_spec import ToolSpec
 from hitrate.projection.transcript import AssistantMessage, TextBlock, Transcript, UserMessage
@@ -53,7 +53,7 @@ T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 @dataclass(frozen=True)
 class SessionScript:
     tools: list[ToolSpec]
-    system: str
+    system: SystemPrompt | str
     docs: list[ProjectDoc]
     opening: UserMessage
     rounds: list[tuple[AssistantMessage, UserMessage]]
@@ -236,7 +236,7 @@ def compare_policies(
 
 
 def script_from_transcript_entries(
-    messages: list[UserMessage | AssistantMessage], *, tools: list[ToolSpec], system: str, docs: list[ProjectDoc]
+    messages: list[UserMessage | AssistantMessage], *, tools: list[ToolSpec], system: SystemPrompt | str, docs: list[ProjectDoc]
 ) -> SessionScript:
     """A script from a session's stored messages in order (compactions and clearings ignored: the
     messages as first added). Dynamic-context blocks are dropped: each policy adds its own."""
