@@ -94,6 +94,8 @@ class PolicyResult(BaseModel):
     clearings: int
     cost_usd: float
     summary_cost_usd: float
+    rewrite_cost_usd: float
+    """The requests right after each compaction: the history written again after the summary."""
     hit_ratio: float
     """Σ read / Σ prompt tokens, over every request."""
     peak_prompt_tokens: int
@@ -183,8 +185,9 @@ def drive(
 def price(run: PolicyRun, policy: str, rules: CacheRules, target: str, model: str, table: PriceTable) -> PolicyResult:
     """Step every request of `run` through one cache of `rules`' family and price it."""
     cache = family_for(rules).cache()
-    total = summaries = 0.0
+    total = summaries = rewrites = 0.0
     read = prompt_tokens = summary_read = summary_prompt = peak = 0
+    after_summary = False
     for sent in run.requests:
         view = cache_request(sent.prompt, started_at=sent.at).model_copy(update={"output_tokens": sent.output})
         if sent.uncached:
@@ -196,13 +199,16 @@ def price(run: PolicyRun, policy: str, rules: CacheRules, target: str, model: st
         read += usage.cache_read or 0
         prompt_tokens += sent.prompt.total_tokens
         peak = max(peak, sent.prompt.total_tokens)
+        if after_summary and not sent.summary:
+            rewrites += amount
+        after_summary = sent.summary
         if sent.summary:
             summaries += amount
             summary_read += usage.cache_read or 0
             summary_prompt += sent.prompt.total_tokens
     return PolicyResult(
         policy=policy, target=target, completed=run.completed, calls=len(run.requests), compactions=run.compactions,
-        clearings=run.clearings, cost_usd=total, summary_cost_usd=summaries,
+        clearings=run.clearings, cost_usd=total, summary_cost_usd=summaries, rewrite_cost_usd=rewrites,
         hit_ratio=read / prompt_tokens if prompt_tokens else 0.0, peak_prompt_tokens=peak,
         summary_read_share=summary_read / summary_prompt if summary_prompt else None,
     )
