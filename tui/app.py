@@ -27,6 +27,7 @@ from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Perm
 from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
+from hitrate.tui.context_gauge import context_used
 from hitrate.tui.conversation import Conversation
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
@@ -171,6 +172,8 @@ class HitrateApp(CommandsMixin, App[None]):
             summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),
                          compact=self.screen.has_class(NARROW))
         )
+        window, compact_at = self.link.context_window()
+        panel.show_context(context_used(self.figures.calls), window, compact_at)
         panel.show_clock(clock)
         panel.show_keepalive(panel_line(decision, now, **shown))
 

@@ -176,6 +176,10 @@ class HarnessLink:
     def set_keepalive(self, on: bool) -> None:
         self.warmer.enabled = on
 
+    def context_window(self) -> tuple[int | None, float]:
+        session = self.session
+        return session.context_window(), session.config.compact_at
+
     def idle_compaction_due(self, now: datetime) -> bool:
         """Whether the idle session should compact now, before its cached prefix expires."""
         decision = idle_compaction_decision(self.session, now, self.keepalive(now), self.warmer.config)

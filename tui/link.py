@@ -115,6 +115,10 @@ class AgentLink(Protocol):
     def set_keepalive(self, on: bool) -> None:
         """Turn keep-alive warm-ups on or off."""
 
+    def context_window(self) -> tuple[int | None, float]:
+        """(the model's input window in tokens, None when unknown; the share of it the session
+        compacts at), for the context gauge."""
+
     def idle_compaction_due(self, now: datetime) -> bool:
         """Whether the idle session should compact at `now`, before its cached prefix expires, rather
         than be warmed (`hitrate.harness.idle_compaction`); `warm_up` then compacts instead."""
