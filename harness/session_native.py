@@ -95,8 +95,15 @@ class SessionNative:
         window = self.context_window()
         trigger = round(self.config.compact_at * window) if window is not None else None
         api = native_compaction_api(self.route)[0]
-        wire = anthropic_compaction if api == "anthropic" else responses_compaction
-        backend.context_management = wire.context_management(trigger)
+        if api == "anthropic":
+            # Clearing, where asked, is the server's too: in batches of a tenth of the window, from
+            # half the compaction threshold (the client-side path's CLEAR_FROM).
+            clear = None
+            if self.config.clear_tool_results and trigger is not None and window is not None:
+                clear = anthropic_compaction.clear_tool_uses_edit(trigger // 2, max(1, window // 10))
+            backend.context_management = anthropic_compaction.context_management(trigger, clear_tool_uses=clear)
+        else:
+            backend.context_management = responses_compaction.context_management(trigger)
 
     def _fold_native_compaction(self, assistant: AssistantMessage | None) -> bool:
         """After a reply was appended: if it carries a compaction block, start the transcript at

@@ -19,7 +19,7 @@ from typing import Any
 
 import anthropic
 
-from hitrate.harness.wire.anthropic_compaction import COMPACT_BETA, COMPACTION_BLOCK, compaction_block
+from hitrate.harness.wire.anthropic_compaction import COMPACTION_BLOCK, betas_for, compaction_block
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
     BlockKey,
@@ -335,7 +335,7 @@ class AnthropicBackend:
     def _open_stream(self, body: dict[str, Any]) -> Any:
         # Server-side compaction is a beta: the beta endpoint knows its fields and block types.
         if "context_management" in body:
-            return self._client.beta.messages.create(**body, betas=[COMPACT_BETA], stream=True)
+            return self._client.beta.messages.create(**body, betas=betas_for(body["context_management"]), stream=True)
         return self._client.messages.create(**body, stream=True)
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:

@@ -31,19 +31,46 @@ from hitrate.projection.transcript import NativeBlock, TextBlock
 API = "anthropic"
 COMPACT_BETA = "compact-2026-01-12"
 COMPACT_EDIT = "compact_20260112"
+CONTEXT_EDITING_BETA = "context-management-2025-06-27"
+CLEAR_TOOL_USES_EDIT = "clear_tool_uses_20250919"
 COMPACTION_BLOCK = "compaction"
 
 
-def context_management(trigger_tokens: int | None, *, instructions: str | None = None) -> dict[str, Any]:
+def clear_tool_uses_edit(trigger_tokens: int, clear_at_least: int, keep: int = 3) -> dict[str, Any]:
+    """Context editing (`clear_tool_uses_20250919`, SDK `BetaClearToolUses20250919EditParam`):
+    past `trigger_tokens` of input the server replaces old tool results with a placeholder,
+    keeping the last `keep` tool uses, and only when at least `clear_at_least` tokens go, so
+    that it clears in batches: each clearing changes the prompt after the first cleared result,
+    and that suffix is written to the cache again (the same trade as `projection.clearing`)."""
+    return {
+        "type": CLEAR_TOOL_USES_EDIT,
+        "trigger": {"type": "input_tokens", "value": int(trigger_tokens)},
+        "keep": {"type": "tool_uses", "value": int(keep)},
+        "clear_at_least": {"type": "input_tokens", "value": int(clear_at_least)},
+    }
+
+
+def betas_for(context_management: dict[str, Any]) -> list[str]:
+    """The beta flags the request's edits need."""
+    kinds = {e.get("type") for e in context_management.get("edits", [])}
+    betas = [COMPACT_BETA] if COMPACT_EDIT in kinds else []
+    if kinds - {COMPACT_EDIT}:
+        betas.append(CONTEXT_EDITING_BETA)
+    return betas
+
+
+def context_management(
+    trigger_tokens: int | None, *, instructions: str | None = None, clear_tool_uses: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The request's `context_management` for server-side compaction past `trigger_tokens` of
-    input (None: the server's default)."""
+    input (None: the server's default), after the `clear_tool_uses` edit when one is given."""
     edit: dict[str, Any] = {"type": COMPACT_EDIT}
     if trigger_tokens is not None:
         edit["trigger"] = {"type": "input_tokens", "value": int(trigger_tokens)}
     if instructions:
         edit["instructions"] = instructions
     edit["pause_after_compaction"] = False
-    return {"edits": [edit]}
+    return {"edits": ([clear_tool_uses] if clear_tool_uses else []) + [edit]}
 
 
 def compaction_block(entry: dict[str, Any]) -> TextBlock:

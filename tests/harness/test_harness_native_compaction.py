@@ -105,7 +105,8 @@ def test_native_compaction_round_trips_the_block_and_bills_its_iterations(server
         CompactingReply(tool_calls=[("toolu_2", "read_file", read)]),
         Reply(text="Fixed."),
     )
-    session = _session(_anthropic_route(server), workspace, ledger, compaction="native", context_window=20_000)
+    session = _session(_anthropic_route(server), workspace, ledger, compaction="native", context_window=20_000,
+                       clear_tool_results=False)
     assert session.native_compaction and session.native_fallback is None
     result = Agent(session, limits=AgentLimits(max_steps=5, show_budget=False)).run("Fix add() in calc.py.")
     assert result.status == "end_turn", result.detail
@@ -234,3 +235,16 @@ def test_responses_compaction_item_is_sent_back_in_place_of_the_history(workspac
         assert ledger.calls(session_id=session.id)[2].miss_reason == "compacted"
     finally:
         server.stop()
+
+
+def test_native_mode_asks_the_server_to_clear_tool_uses_in_batches(server, workspace, ledger) -> None:
+    server.push(Reply(text="ok"))
+    session = _session(_anthropic_route(server), workspace, ledger, compaction="native", context_window=20_000)
+    Agent(session, limits=AgentLimits(max_steps=1, show_budget=False)).run("Say ok.")
+    request = server.requests[-1]
+    clear, compact = request.json()["context_management"]["edits"]
+    assert clear == {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 8000},
+                     "keep": {"type": "tool_uses", "value": 3}, "clear_at_least": {"type": "input_tokens", "value": 2000}}
+    assert compact["type"] == "compact_20260112"
+    betas = request.headers.get("anthropic-beta", "")
+    assert "compact-2026-01-12" in betas and "context-management-2025-06-27" in betas
