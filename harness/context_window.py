@@ -40,7 +40,7 @@ def window_of_entry(entry: dict[str, Any]) -> int | None:
     return None
 
 
-def served_context_window(base_url: str, model: str, *, api_key: str = "unused", timeout_s: float = 5.0) -> int | None:
+def served_context_window(base_url: str, model: str, *, api_key: str = "unused", timeout_s: float = 3.0) -> int | None:
     """The window `GET {base_url}/models` reports for `model` (or for the only model served),
     read with the OpenAI SDK; None when the server does not say, or does not answer."""
     import openai
