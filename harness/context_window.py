@@ -63,10 +63,10 @@ def route_served_window(route: "Route", env: dict[str, str] | None = None) -> in
     if route.spec.provider not in SELF_HOSTED_PROVIDERS:
         return None
     if route.local is not None:
-        engine = route.local.engine
-        if engine is not None:
-            return int(engine.max_context)
-        return None
+        # The bundled engine's server, in this process or lent by an eval run: asked like any
+        # server (its Anthropic route's base URL has no /v1).
+        base = getattr(route.backend, "base_url", None)
+        return served_context_window(f"{base.rstrip('/')}/v1", route.model) if base else None
     if route.spec.base_url is None:
         return None
     import os

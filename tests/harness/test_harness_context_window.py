@@ -133,6 +133,20 @@ def test_the_bundled_engine_lists_max_model_len(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_a_local_route_knows_its_window_from_its_server(tmp_path: Path, workspace, ledger) -> None:
+    pytest.importorskip("torch")
+    from hitrate.engine.tiny import build_tiny_model
+    from hitrate.harness.router import Router
+
+    folder = build_tiny_model(tmp_path / "m", "llama", vocab_size=512, hidden=16, layers=1, heads=2, kv_heads=1,
+                              max_positions=3000, seed=0)
+    route = Router(env={}).resolve(f"local/{folder}")
+    try:
+        assert _session(route, workspace, ledger, max_output_tokens=100).context_window() == 2900
+    finally:
+        route.close()
+
+
 def test_the_config_files_compaction_table(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     assert load_compaction_settings(path).mode == "client"
