@@ -5,6 +5,10 @@ reached (steps, dollars, wall time; checked before each call and after each tool
 call fails for good, or when the user cancels (a `threading.Event` or Ctrl-C). Every call made
 before the stop is already in the ledger; the result carries the session summary.
 
+A refusal ends the run too, with its own status: the run's turns are taken out of the history, as
+providers document (a conversation that goes on from a refused turn keeps being refused). A
+paused turn (Anthropic `pause_turn`) is sent back as it is, so the model goes on with it.
+
 A stop other than the model's own end leaves a turn without the model's answer. The agent closes
 it with a short assistant note saying why (`closing_note`), recorded in the transcript like any
 turn, so the next user prompt can follow it in any interface, and the model reads what happened.
@@ -25,7 +29,9 @@ from hitrate.harness.summary import SessionSummary
 from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
 
-Status = Literal["end_turn", "max_steps", "max_cost", "max_wall", "max_tokens", "cancelled", "error"]
+Status = Literal[
+    "end_turn", "max_steps", "max_cost", "max_wall", "max_tokens", "context_full", "refused", "cancelled", "error"
+]
 
 
 class AgentLimits(BaseModel):
@@ -52,11 +58,29 @@ FAILED_NOTE = "[the previous step failed before the model answered]"
 _LIMIT_NOTE = "[stopped by a limit: {detail}]"
 
 
+CONTEXT_FULL_TOOL_RESULT = (
+    "not run: your reply filled the model's context window, so this call may be incomplete"
+)
+MAX_PAUSES = 10
+"""How many times in a row a paused turn (Anthropic `pause_turn`) is continued before the agent stops."""
+
+
+def refusal_detail(raw: str | None, details: dict | None) -> str:
+    """What the user is told about a refused turn: the provider's word and explanation, and what
+    the session did about it."""
+    why = raw or "refusal"
+    explanation = (details or {}).get("explanation") or (details or {}).get("category")
+    if explanation:
+        why += f": {explanation}"
+    return (f"the model refused ({why}). The refused request was taken out of the history, as the provider "
+            "documents (a conversation that goes on from a refused turn keeps being refused): rephrase it")
+
+
 def closing_note(status: Status, detail: str) -> str:
     """The assistant turn that closes a turn the agent stopped for `status` (not end_turn)."""
     if status == "cancelled":
         return INTERRUPTED_NOTE
-    if status.startswith("max_"):
+    if status.startswith("max_") or status == "context_full":
         return _LIMIT_NOTE.format(detail=detail)
     return FAILED_NOTE
 
@@ -142,20 +166,37 @@ class Agent:
         self.session.extra_context["budget left"] = ", ".join(left)
 
     def _cut_off_detail(self) -> str:
-        limit = self.session.config.max_output_tokens
-        return f"the reply was cut off at the output limit of {limit} tokens (raise --max-output-tokens)"
+        limit = self.session.max_output_tokens
+        return f"the reply was cut off at the output limit of {limit:,} tokens (raise it with --max-output-tokens)"
+
+    def _context_full(self, assistant: AssistantMessage | None) -> str:
+        """The reply filled the model's window: answer its tool calls unrun, compact the history
+        when it can be, and say which."""
+        session = self.session
+        if assistant is not None and assistant.tool_calls:
+            session.answer_tools_unrun(assistant, CONTEXT_FULL_TOOL_RESULT)
+        detail = "the reply filled the model's context window (model_context_window_exceeded)"
+        try:
+            compacted = session.compact(self.cancel) is not None
+        except CallError as exc:  # recorded in the ledger; the history is as it was
+            return detail + f"; compacting the history failed ({exc}): lower --max-output-tokens or start a new session"
+        if compacted:
+            return detail + "; the history was compacted, so the next prompt has room"
+        return detail + "; nothing could be compacted: lower --max-output-tokens or start a new session"
 
     def run(self, task: str) -> AgentResult:
         """Give the model `task` and loop until it is done or a stop condition holds."""
         session = self.session
         session.emit(SessionStarted(session_id=session.id, model=session.route.label, workspace=str(session.workspace), task=task))
         session.add_user_message(task)
+        run_start = len(session.transcript.messages) - 1  # where this run's turns begin: a refusal takes them out
         started = self.clock()
         steps = 0
         status: Status = "end_turn"
         detail = ""
         error: CallError | None = None
         cut_offs_in_a_row = 0
+        pauses_in_a_row = 0
         try:
             while True:
                 if self.cancel.is_set():
@@ -170,7 +211,23 @@ class Agent:
                 outcome = session.call(steps, self.policy, self.cancel)
                 assistant = outcome.assistant
                 # A replayed turn is the script's, whole, whatever happened to the live reply.
-                cut_off = outcome.result.stop_reason == "max_tokens" and not self.policy.replays
+                stop = outcome.result.stop_reason if not self.policy.replays else "end_turn"
+                cut_off = stop == "max_tokens"
+                if stop == "refusal":
+                    session.rewind(run_start, "the model refused")
+                    status, detail = "refused", refusal_detail(outcome.result.raw_stop_reason, outcome.result.stop_details)
+                    break
+                if stop == "pause_turn" and assistant is not None:
+                    # Anthropic paused a long turn: sending it back as it is lets the model go on.
+                    pauses_in_a_row += 1
+                    if pauses_in_a_row <= MAX_PAUSES:
+                        continue
+                    status, detail = "error", f"the model paused its turn {MAX_PAUSES} times in a row"
+                    break
+                pauses_in_a_row = 0
+                if stop == "context_window_exceeded":
+                    status, detail = "context_full", self._context_full(assistant)
+                    break
                 if assistant is None or not assistant.tool_calls:
                     if cut_off:
                         status, detail = "max_tokens", self._cut_off_detail()

@@ -61,8 +61,10 @@ from hitrate.harness.session_clearing import SessionClearing
 from hitrate.harness.session_native import SessionNative
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import SessionRecording
+from hitrate.harness.session_turns import SessionTurns, effort_miss
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
+from hitrate.harness.wire.effort import Effort
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -92,7 +94,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNative):
+class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNative, SessionTurns):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -126,6 +128,8 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
             model_spec=route.label,
         )
         self._start(record.id, Transcript(), TranscriptLog(ledger, record.id))
+        if self.effort is not None:
+            self._log.effort(self.effort, "session start")
 
     @classmethod
     def resume(
@@ -162,9 +166,18 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
         session.records = list(enumerate(stored.calls, start=1))
+        stored_effort = stored.stored.effort
         session._epochs = SessionEpochs.restored(
-            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored)
+            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored),
+            effort=stored_effort,
         )
+        if config.effort is None:
+            # No effort asked for: the session goes on with the one it had.
+            session.effort = stored_effort  # type: ignore[assignment]
+            route.backend.effort = session.effort
+        elif config.effort != stored_effort:
+            session._log.effort(config.effort, "resumed")
+            session._epoch_reason = f"resumed with effort {config.effort} (was {stored_effort or 'default'})"
         last_ok = next((c for c in reversed(stored.calls) if c.error is None), None)
         if last_ok is not None:
             inputs_ = session.inputs
@@ -208,6 +221,9 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
         self.clock = clock
         self._context = context or (lambda: workspace_context(self.workspace))
         self.tool_context = ToolContext(workspace=self.workspace, approve=approve)
+        self.effort: Effort | None = self.config.effort
+        """The reasoning effort every call asks for; `set_effort` changes it (a new epoch)."""
+        route.backend.effort = self.effort
 
     def _start(self, session_id: str, transcript: Transcript, log: TranscriptLog) -> None:
         self.id = session_id
@@ -296,6 +312,7 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
             return
         self.route.close()
         self.route = route
+        route.backend.effort = self.effort
         self._epoch_reason = reason
         self._log.model(route.label, reason)
 
@@ -308,7 +325,8 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
     # ------------------------------------------------------------------ one model call
 
     def _project(self) -> Prompt:
-        context = {**self._context(), **self.extra_context}
+        # Context goes only onto a newest user turn: a paused turn goes back with none.
+        context = None if self.continuing else {**self._context(), **self.extra_context}
         return self.projector.project(
             model=self.route.model,
             tools=self.inputs.tool_specs,
@@ -318,6 +336,7 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
             context=context,
             rules=self.route.rules,
             epoch_reason=self._epoch_reason,
+            effort=self.effort,
         )
 
     def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
@@ -334,7 +353,7 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
             prompt = self._project()
         self._epoch_reason = None
         route = self.route
-        epoch = self._epochs.view(prompt, reason)
+        epoch = self._epochs.view(prompt, reason, self.effort)
         if epoch.started:
             # Epochs count calls across the whole session (as a resumed session reads them back).
             self._epochs.start(epoch, route.label, len(self.records) + 1)
@@ -352,7 +371,7 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
         def attempt(number: int) -> CallResult:
-            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text))
 
         started_at = self.clock()
         clock_start = time.monotonic()
@@ -374,22 +393,22 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
             self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
             raise Cancelled(str(exc) or "cancelled") from exc
 
-        explanation = self._explain(prompt, result, started_at)
+        explanation = effort_miss(self._explain(prompt, result, started_at), epoch)
         record = self._record(step, prompt, result, started_at, explanation, epoch)
         if prompt.tail is not None:
             self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
-        assistant = policy.decide(step, result)
-        if assistant is not None:
-            self._append(assistant)
-            self._fold_native_compaction(assistant)
+        turn = policy.decide(step, result)
+        assistant = self._add_reply(turn) if turn is not None else None
+        self._fold_native_compaction(assistant)
+        if turn is not None:
             self.emit(
                 AssistantTurn(
                     session_id=self.id,
                     step=step,
-                    text="".join(b.text for b in assistant.content if isinstance(b, TextBlock)),
-                    tool_calls=[c.name for c in assistant.tool_calls],
+                    text="".join(b.text for b in turn.content if isinstance(b, TextBlock)),
+                    tool_calls=[c.name for c in turn.tool_calls],
                     replayed=policy.replays,
                 )
             )

@@ -42,7 +42,9 @@ from hitrate.store.ledger_rows import (  # noqa: F401  _CALL_COLUMNS: re-exporte
     _totals_from_row,
     _where,
 )
-from hitrate.store.ledger_schema import migrate, user_version
+from hitrate.store.ledger_files import connect_read_only, make_private, writable
+from hitrate.store.ledger_schema import SCHEMA_VERSION, migrate, user_version
+from hitrate.store.redaction import redact_json, redact_text, redact_value, redaction_enabled
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, MessageRecord, RunRecord, SessionRecord, TaskRecord, utc_now
 
@@ -106,14 +108,28 @@ class Ledger:
 
     Raises `LedgerError` when `path` cannot be opened as a ledger."""
 
-    def __init__(self, path: str | Path | None = None, *, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, timeout_s: float = 60.0, read_only: bool = False,
+        redact_secrets: bool | None = None,
+    ) -> None:  # fmt: skip
+        """`read_only`: the caller only reads. Where the file or its folder cannot be written, the
+        file is then opened read-only (no migration: an older schema is a clear `LedgerError`).
+
+        `redact_secrets`: replace known secret shapes in stored transcripts, call errors and task
+        details (see `store.redaction`); None: on unless `$HITRATE_REDACT_SECRETS` turns it off."""
         self.path = Path(path) if path is not None else default_ledger_path()
+        self.redact_secrets = redaction_enabled() if redact_secrets is None else redact_secrets
         if self.path.is_dir():
             raise LedgerError(f"{self.path} is a directory, not a ledger file")
+        self.read_only = read_only and self.path.is_file() and not writable(self.path)
+        if self.read_only:
+            self._open_read_only(timeout_s)
+            return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(self.path)
         except OSError as exc:
-            raise LedgerError(f"cannot create the folder for ledger {self.path}: {exc.strerror or exc}") from exc
+            what = "the folder for ledger" if not self.path.parent.is_dir() else "ledger"
+            raise LedgerError(f"cannot create {what} {self.path}: {exc.strerror or exc}") from exc
         try:
             # isolation_level=None: this class opens and closes every transaction itself.
             # check_same_thread=False: the connection is shared by this process's threads, each
@@ -139,6 +155,31 @@ class Ledger:
         except BaseException:
             conn.close()
             raise
+
+    def _open_read_only(self, timeout_s: float) -> None:
+        try:
+            conn = connect_read_only(self.path, timeout_s=timeout_s)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path} read-only: {exc}") from exc
+        self.db = Database(conn)
+        self._lock = threading.RLock()
+        self._saved_snapshots = set()
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            found = user_version(self.db)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise LedgerError(_open_failure(self.path, exc)) from exc
+        if found != SCHEMA_VERSION:
+            conn.close()
+            if found > SCHEMA_VERSION:
+                raise LedgerError(f"ledger {self.path} has schema version {found}, newer than this hitrate "
+                                  f"understands ({SCHEMA_VERSION}); upgrade hitrate to read it")  # fmt: skip
+            raise LedgerError(
+                f"ledger {self.path} is read-only and has schema version {found}; this hitrate reads version "
+                f"{SCHEMA_VERSION}. Open it once where it can be written (any hitrate command, on the file or "
+                "a copy) to migrate it."
+            )
 
     @staticmethod
     def _enable_wal(conn: sqlite3.Connection) -> None:
@@ -239,7 +280,8 @@ class Ledger:
     def finish_task(self, task_id: str, outcome: str, detail: dict[str, Any] | None = None, finished_at: datetime | None = None) -> TaskRecord:
         changes: dict[str, Any] = {"outcome": outcome, "finished_at": _iso(finished_at or utc_now())}
         if detail is not None:
-            changes["detail"] = _dumps(detail)
+            # Grading output lands here: a failing test may print the environment or a config file.
+            changes["detail"] = _dumps(redact_value(detail) if self.redact_secrets else detail)
         self._update("tasks", task_id, changes)
         return self.get_task(task_id)
 
@@ -297,6 +339,8 @@ class Ledger:
             json.loads(message.body)
         except json.JSONDecodeError as exc:
             raise ValueError(f"message {message.seq} of session {message.session_id} is not JSON: {exc}") from exc
+        if self.redact_secrets:
+            message = message.model_copy(update={"body": redact_json(message.body)})
         try:
             with self.transaction():
                 self.db.conn.execute(
@@ -442,6 +486,8 @@ class Ledger:
     # ---- internals -----------------------------------------------------------------------------
 
     def _priced(self, call: CallRecord, table: PriceTable | None) -> CallRecord:
+        if self.redact_secrets and call.error:
+            call = call.model_copy(update={"error": redact_text(call.error)})  # a server may echo a key back
         if table is None or call.cost_usd is not None:
             return call
         breakdown = cost(call.usage, call.model, call.started_at, table)

@@ -139,7 +139,7 @@ def ledger_command(
         limit = _DEFAULT_LIMIT if by == "session" else 0
     from hitrate.harness.commands import ledger_tables as ledger_tables
 
-    with Ledger(path) as ledger:
+    with Ledger(path, read_only=True) as ledger:
         flagged_rows = ledger.flagged_calls(run_id=run)
         if flagged:
             ledger_tables.print_flagged(flagged_rows, path, as_json=as_json, limit=None)

@@ -98,6 +98,7 @@ class StreamedCall:
         response_id: str | None,
         request_body: dict[str, Any],
         streamed: bool = True,
+        stop_details: dict[str, Any] | None = None,
     ) -> CallResult:
         return CallResult(
             assistant=assistant,
@@ -105,6 +106,7 @@ class StreamedCall:
             raw_usage=raw_usage,
             stop_reason=stop_reason,
             raw_stop_reason=raw_stop_reason,
+            stop_details=stop_details,
             model=model,
             request_id=self.request_id,
             response_id=response_id,

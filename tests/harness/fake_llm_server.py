@@ -71,6 +71,14 @@ class StreamError:
 
 
 @dataclass
+class RawStream:
+    """A 200 stream of exactly these events, each (SSE event name or None, JSON data), for replaying
+    a provider's documented payloads field for field."""
+
+    events: list[tuple[str | None, Any]]
+
+
+@dataclass
 class Recorded:
     path: str
     headers: dict[str, str]
@@ -80,7 +88,7 @@ class Recorded:
         return json.loads(self.body)
 
 
-Script = Reply | Failure | Hang | StreamError
+Script = Reply | Failure | Hang | StreamError | RawStream
 
 
 def _sse(event: str | None, data: Any) -> bytes:
@@ -355,6 +363,9 @@ class FakeLLMServer:
                 handler.send_header(k, v)
             handler.end_headers()
             handler.wfile.write(data)
+            return
+        if isinstance(item, RawStream):
+            self._stream(handler, [_sse(name, data) for name, data in item.events], {})
             return
         if isinstance(item, StreamError) and responses_api:
             self._stream(handler, responses_stream_error(item, model), {})
