@@ -79,7 +79,7 @@ class SessionCompaction:
             known = (route, route_served_window(route))
             self._served_window = known
         if known[1] is not None:
-            return input_window(known[1], self.config.max_output_tokens)
+            return input_window(known[1], self.max_output_tokens)
         entry = self.price_table.find(route.model)
         return entry.max_input_tokens if entry is not None else None
 

@@ -107,6 +107,9 @@ def test_the_session_reads_its_servers_window_once(workspace, ledger) -> None:
         assert session.context_window() == 16384 - 1024
         assert server.hits == 1
         assert _session(route, workspace, ledger, context_window=5000).context_window() == 5000  # the setting wins
+        # Without a configured output budget, the session's default one is set aside (at most a quarter).
+        default = _session(route, workspace, ledger)
+        assert default.context_window() == 16384 - min(default.max_output_tokens, 4096)
 
 
 def test_cloud_models_take_the_price_tables_window(workspace, ledger) -> None:
