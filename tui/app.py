@@ -28,6 +28,7 @@ from hitrate.harness.terminal_text import visible
 from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
+from hitrate.tui.context_gauge import context_used
 from hitrate.tui.conversation import Conversation
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
@@ -172,6 +173,8 @@ class HitrateApp(CommandsMixin, App[None]):
             summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),
                          compact=self.screen.has_class(NARROW))
         )
+        window, compact_at = self.link.context_window()
+        panel.show_context(context_used(self.figures.calls), window, compact_at)
         panel.show_clock(clock)
         panel.show_keepalive(panel_line(decision, now, **shown))
 
@@ -186,7 +189,10 @@ class HitrateApp(CommandsMixin, App[None]):
 
     def maybe_warm(self) -> bool:
         """Start a warm-up if the warmer says one is due now and nothing else is running."""
-        if self.busy or self.warming or self.link.keepalive(self.clock()).action != "warm":
+        if self.busy or self.warming:
+            return False
+        now = self.clock()
+        if self.link.keepalive(now).action != "warm" and not self.link.idle_compaction_due(now):
             return False
         self.warming = True
         self.refresh_figures()
