@@ -24,6 +24,7 @@ template as if it were the newest turn, which is how the model would have seen i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from hitrate.engine import chat_tools_fallback
-from hitrate.engine.api import EngineError
+from hitrate.engine.api import ContextLengthError, EngineError
 from hitrate.engine.toolcalls import ToolCall
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,40 @@ class ChatFormat:
         if not text:
             return []
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ----------------------------------------------------------------- size before tokenizing
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token of the vocabulary stands for. Read from the tokens' own
+        spellings, which are never shorter than the text they decode to (byte-level BPE spells each
+        byte as one character, SentencePiece a space as one "▁", byte fallback as "<0x41>")."""
+        vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        return max((len(t) for t in vocab if t), default=1)
+
+    def min_prompt_tokens(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None) -> int:
+        """A floor on the number of tokens of the prompt, from the length of its text alone.
+
+        Each token stands for at most `max_token_chars` characters, so N characters take at least
+        N / max_token_chars tokens; the floor is halved once more because a tokenizer's normalizer
+        may shorten text (Unicode composition joins a letter and its accent). Cheap next to
+        tokenizing: a prompt far over the context window is refused before any big string is built.
+        """
+        chars = sum(len(m.content) for m in messages)
+        chars += sum(len(json.dumps(c.arguments, ensure_ascii=False)) for m in messages for c in m.tool_calls)
+        if tools:
+            chars += len(json.dumps(list(tools), ensure_ascii=False, default=str))
+        return chars // (2 * self.max_token_chars)
+
+    def ensure_can_fit(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None,
+                       window: int) -> None:
+        """Raises `ContextLengthError` when the prompt cannot fit `window` tokens whatever its exact count."""
+        floor = self.min_prompt_tokens(messages, tools)
+        if floor >= window:
+            raise ContextLengthError(
+                f"prompt is too long: at least {floor} tokens, but the model's context window is {window} tokens "
+                "(counted from the length of its text, before tokenizing)"
+            )
 
     # ----------------------------------------------------------------- replies
 
