@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from hitrate.engine import chat_tools_fallback
+from hitrate.engine.control_tokens import ControlTokenGuard
 from hitrate.engine.api import ContextLengthError, EngineError
 from hitrate.engine.toolcalls import ToolCall
 
@@ -144,6 +145,8 @@ class ChatFormat:
             own = own.get("default") or next(iter(own.values()), None)
         self.uses_fallback_template = not own
         self.template: str = own or FALLBACK_CHAT_TEMPLATE
+        # Control tokens typed into content are encoded as text (a user turn cannot open a system turn).
+        self._guard = ControlTokenGuard(tokenizer, self.template)
         self.stop_strings: tuple[str, ...] = ()
         if self.uses_fallback_template and len(self._tokenize(FALLBACK_END_OF_TURN)) != 1:
             self.stop_strings = (FALLBACK_END_OF_TURN,)
@@ -165,7 +168,8 @@ class ChatFormat:
         add_generation_prompt: bool = True,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
-        """The template's own text for the whole conversation (no reply splicing)."""
+        """The template's own text for the whole conversation (no reply splicing). Control-token
+        spellings from the messages are wrapped in the private-use markers of `control_tokens`."""
         if not messages:
             raise ChatTemplateError("the conversation has no messages")
         continue_final = messages[-1].role == "assistant"
@@ -210,23 +214,23 @@ class ChatFormat:
         add_generation_prompt: bool,
         continue_final: bool = False,
     ) -> str:
+        guard = self._guard
         try:
             return self.tokenizer.apply_chat_template(
-                messages,
-                tools=list(tools) if tools else None,
+                guard.mark(messages),
+                tools=guard.mark(list(tools)) if tools else None,
                 chat_template=self.template,
                 add_generation_prompt=add_generation_prompt,
                 continue_final_message=continue_final,
                 tokenize=False,
-                **(template_kwargs or {}),
+                **guard.mark(template_kwargs or {}),
             )
         except Exception as exc:  # jinja2 TemplateError, raise_exception(...) in templates, ValueError
             raise ChatTemplateError(f"chat template rejected the conversation: {exc}") from exc
 
     def _tokenize(self, text: str) -> list[int]:
-        if not text:
-            return []
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Ids of rendered text (or of content marked with `self._guard.mark`)."""
+        return self._guard.encode(text)
 
     # ----------------------------------------------------------------- size before tokenizing
 
@@ -329,7 +333,7 @@ class ChatFormat:
             self._memo_prompt(chain[boundaries[-1]], ids)
         if continue_final:
             # Prefill: the final assistant message is continued, so it gets no end-of-turn markup.
-            ids = ids + self._tokenize(msgs[-1].content)
+            ids = ids + self._tokenize(self._guard.mark(msgs[-1].content))
         return ids
 
     def _resume(self, chain: list[str], boundaries: list[int]) -> tuple[int, list[int] | None]:
@@ -412,9 +416,11 @@ class ChatFormat:
         # The template frames this turn differently from a plain reply (e.g. a header without a
         # newline before tool calls): fall back to Hermes markup, which the parser also reads.
         message = msgs[turn]
-        parts = [message.content] if message.content else []
+        mark = self._guard.mark
+        parts = [mark(message.content)] if message.content else []
         parts += [
-            "<tool_call>\n" + json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) + "\n</tool_call>"
+            "<tool_call>\n" + mark(json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False))
+            + "\n</tool_call>"
             for c in message.tool_calls
         ]
         return "\n".join(parts)
