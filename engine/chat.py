@@ -116,11 +116,12 @@ class ChatMessage:
 def reply_key(salt: str, content: str, tool_calls: Sequence[ToolCall]) -> str:
     """Identity of an assistant reply as a client echoes it back.
 
-    Tool-call ids are left out (clients may rename them) and the content is compared without
-    surrounding whitespace, which streaming clients and SDKs do not always preserve.
+    Tool-call ids are left out (clients may rename them). The content is compared exactly: a reply
+    echoed with other whitespace is other text, and splicing in the remembered ids would have the
+    model read something the client did not send. Such a turn is encoded from its text instead.
     """
     calls = [[c.name, json.dumps(c.arguments, sort_keys=True, ensure_ascii=False)] for c in tool_calls]
-    blob = json.dumps([salt, content.strip(), calls], ensure_ascii=False, separators=(",", ":"))
+    blob = json.dumps([salt, content, calls], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

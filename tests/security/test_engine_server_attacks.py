@@ -350,3 +350,30 @@ def test_a_tool_result_and_a_prefill_cannot_forge_turns_and_ids_stay_prefix_stab
     assert _count_control(b, engine.tokenizer) == _count_control(benign, engine.tokenizer)
     assert _count_control(c, engine.tokenizer) == _count_control(b, engine.tokenizer)  # the prefill adds none
     assert ChatFormat(engine.tokenizer).encode(second, tools) == b  # a pure function of the conversation
+
+
+# --------------------------------------------------------------------- 5. re-sent replies are keyed on their exact text
+
+
+def test_a_reply_resent_with_other_whitespace_is_encoded_from_its_text(server, engine):
+    from hitrate.engine.chat import ChatFormat, ChatMessage
+
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
+                           default_headers={"X-Cache-Salt": "whitespace-" + str(time.time())})
+    question = [{"role": "user", "content": "Say something."}]
+    first = client.chat.completions.create(model=MODEL, messages=question, max_tokens=6, temperature=0)
+    reply = first.choices[0].message.content
+    fresh = ChatFormat(engine.tokenizer)  # remembers nothing: the conversation as text
+
+    def resend(content: str):
+        conversation = question + [{"role": "assistant", "content": content}, {"role": "user", "content": "More."}]
+        usage = client.chat.completions.create(model=MODEL, messages=conversation, max_tokens=1, temperature=0).usage
+        return usage, len(fresh.encode([ChatMessage(**m) for m in conversation]))
+
+    exact, _ = resend(reply)
+    padded, padded_as_text = resend("  " + reply + "\n\n")
+    # The exact echo reuses the generated ids: the cache covers the first prompt and every
+    # generated token but the last (sampled, never fed) ...
+    assert exact.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens + first.usage.completion_tokens - 1
+    # ... the padded one is encoded from the text the client sent, not from those ids.
+    assert padded.prompt_tokens == padded_as_text != exact.prompt_tokens
