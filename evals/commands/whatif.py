@@ -81,7 +81,7 @@ def whatif_command(
         _fail(console, str(exc))
     try:
         parsed = [parse_target(t, table) for t in targets]
-        with Ledger(db) as ledger:
+        with Ledger(db, read_only=True) as ledger:
             loaded = load_requests(ledger, ident)
         results = [whatif(loaded.requests, target, options, table) for target in parsed]
     except (WhatIfError, ValueError) as exc:
@@ -186,5 +186,5 @@ def _first_error(exc: ValueError) -> str:
 def _fail(console: Console, message: str) -> NoReturn:
     from rich.markup import escape
 
-    console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    console.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
