@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, SamplingParams
 from hitrate.engine.chat import ChatFormat, ChatMessage
-from hitrate.engine.serving import RequestError, Seed, validation_message
+from hitrate.engine.serving import RequestError, Seed, StopList, StopText, validation_message
 
 
 class _Lenient(BaseModel):
@@ -35,7 +35,7 @@ class CompletionRequest(_Lenient):
     max_tokens: int = Field(default=16, ge=1)  # OpenAI's documented default
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
+    stop: StopText | StopList | None = None
     seed: Seed | None = None
     n: int | None = Field(default=None, ge=1)
     echo: bool = False

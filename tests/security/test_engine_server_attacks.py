@@ -277,6 +277,18 @@ def test_values_of_the_wrong_type_are_a_400(http, wire, fields, word):
     check(response, 400, word)
 
 
+@pytest.mark.parametrize("wire, field", [("chat", "stop"), ("messages", "stop_sequences"), ("completions", "stop")])
+def test_thousands_of_stop_strings_are_a_400_not_a_slower_batch(http, wire, field):
+    """Each stop string is searched after every token, in the decode step all requests share."""
+    many = [f"stop-{i:05d}-" + "x" * 30 for i in range(5000)]
+    response, check = _send(http, wire, **{field: many})
+    check(response, 400, field, "32")
+    response, check = _send(http, wire, **{field: ["a" * 1001]})
+    check(response, 400, field, "1000")
+    response, _ = _send(http, wire, **{field: many[:32]})
+    assert response.status_code == 200, response.text
+
+
 def test_tokenize_with_wrong_message_types_is_a_400(http):
     for messages in ([{"role": "user", "content": 5}], [5], [{"role": "wizard", "content": "x"}]):
         response = http.post("/tokenize", json={"model": MODEL, "messages": messages})
