@@ -10,6 +10,10 @@ Cache salt (tenant isolation of the prefix cache): the `X-Cache-Salt` header, el
 monitoring, and both providers share cache entries across the users of one organisation, so
 salting on them would silently cut hit rates for the common "one system prompt, many users" case.
 
+Hostile input: bodies are bounded and checked (`wire.body`), a prompt that cannot fit the window is
+refused before it is tokenized, and a non-streamed request whose client disconnects has its
+generation stopped (`_unless_disconnected`).
+
 Engine calls never run on the event loop: encoding and non-streamed generation go to worker
 threads, streams run in a thread of their own (`ThreadedStream`). The engine batches them.
 """
