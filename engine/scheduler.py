@@ -32,7 +32,7 @@ import torch
 from hitrate.engine.api import GenerationChunk, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
 from hitrate.engine.radix import RadixCache, common_prefix_length
-from hitrate.engine.sampling import make_generator, sample
+from hitrate.engine.sampling import greedy, make_generator, sample
 from hitrate.engine.sequence import PrefillLogits, Sequence
 from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
 
@@ -342,12 +342,12 @@ class Scheduler:
         self._after_decode([seq], logits, [0])
 
     def _after_decode(self, seqs: list[Sequence], logits: torch.Tensor, index: list[int]) -> None:
-        greedy = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0 and s.constraint is None]
+        greedy_rows = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0 and s.constraint is None]
         picks: dict[int, int] = {}
-        if greedy:
+        if greedy_rows:
             # One argmax and one device-to-host transfer for every greedy row together.
-            rows = torch.tensor(greedy, device=logits.device)
-            picks = dict(zip(greedy, logits.index_select(0, rows).argmax(-1).tolist()))
+            rows = torch.tensor(greedy_rows, device=logits.device)
+            picks = dict(zip(greedy_rows, greedy(logits.index_select(0, rows)).tolist()))
         for seq, i in zip(seqs, index):
             seq.fed.append(seq.next_token)
             self.counts["decode_tokens"] += 1
