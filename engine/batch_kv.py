@@ -97,11 +97,16 @@ class BatchKV:
     def truncate(self, row: int, length: int) -> None:
         self.lengths[row] = min(self.lengths[row], length)
 
-    def load_from(self, pool, pages, row: int, start: int, end: int) -> None:
+    def load_from(self, pool, pages, row: int, start: int, end: int, windows=None, window_start: int | None = None) -> None:
         """Copy positions [start, end) of a cached prefix from `pool` into `row`; the row then holds
-        `end` tokens."""
+        `end` tokens. A pool in sliding-window mode copies its sliding layers from `window_start`
+        on instead (from the window pages `windows`): earlier positions of those layers are
+        never attended again."""
         self.ensure_capacity(end)
-        pool.read_into(pages, start, end, self.buffer[:, :, row, :, start:end])
+        if start < end:
+            pool.read_into(pages, start, end, self.buffer[:, :, row, :, start:end])
+        if pool.windowed and window_start is not None and window_start < end:
+            pool.read_window_into(windows, window_start, end, self.buffer[:, :, row, :, window_start:end])
         self.lengths[row] = end
 
     def kv_slice(self, row: int, start: int, end: int) -> torch.Tensor:

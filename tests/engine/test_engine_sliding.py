@@ -79,3 +79,65 @@ def test_prefill_in_chunks_and_decode_past_the_window_are_exact(sliding_path, re
         expected.append(int(full_logits(reference, seq)[-1].argmax()))
         seq.append(expected[-1])
     assert result.token_ids == expected
+
+
+# ---------------------------------------------------------------------- sliding-window pages
+
+
+def per_layer_bytes(engine: TransformersEngine) -> int:
+    shape = engine.layout.shape
+    return shape.bytes_per_token // shape.layers
+
+
+def test_pages_beyond_the_window_are_released_and_the_accounted_bytes_drop(sliding_path, reference):
+    engine = TransformersEngine.from_pretrained(sliding_path, pool_tokens=2048)
+    assert engine.window_layers == [0]  # layer 0 slides, layer 1 is full attention
+    prompt = tokens(3, 200)
+    result = engine.generate(GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=8, ignore_eos=True)))
+    m = engine.metrics()
+    cached = len(prompt) + len(result.token_ids) - 1  # prompt + reply, minus the last sampled token
+    assert m["pool_pages_used"] == cached
+    assert m["window_pages_used"] == WINDOW  # only the window before the cached end is held
+    assert m["window_released_pages"] > 0
+    layer = per_layer_bytes(engine)
+    assert m["kv_bytes_per_token_all_layers"] == 2 * layer
+    assert m["kv_bytes_per_cached_token"] == (cached * layer + WINDOW * layer) // cached
+    # The next turn hits prompt + reply whole, and its logits are exact.
+    follow = prompt + result.token_ids + tokens(4, 5)
+    logits, hit = engine.prefill_logits(follow)
+    assert hit == cached
+    assert float((logits - full_logits(reference, follow)[hit:]).abs().max()) <= TOLERANCE
+
+
+def test_a_hit_whose_window_was_reclaimed_ends_earlier_and_stays_exact(sliding_path, reference):
+    """Released window pages stay hit-able until another end needs the room: with room for ten
+    windows, an old mid-sequence branch point loses its window once newer sequences reclaim it,
+    and the hit falls back to an end whose window is still whole."""
+    engine = TransformersEngine.from_pretrained(sliding_path, pool_tokens=2048, window_pool_tokens=10 * WINDOW)
+    first = tokens(5, 120)
+    engine.prefill_logits(first)
+    branch = first[:60] + tokens(6, 10)
+    logits, hit = engine.prefill_logits(branch)  # released, not yet reclaimed: still a full hit
+    assert hit == 60
+    assert float((logits - full_logits(reference, branch)[hit:]).abs().max()) <= TOLERANCE
+    for seed in range(7, 11):  # other sequences reclaim the released window pages
+        engine.prefill_logits(tokens(seed, 50))
+    assert engine.radix.stats.window_reclaimed_pages > 0 and engine.metrics()["evicted_pages"] == 0
+    other = first[:90] + tokens(12, 6)
+    logits, hit = engine.prefill_logits(other)
+    assert hit < 90 and engine.metrics()["window_shortened_hits"] > 0
+    assert float((logits - full_logits(reference, other)[hit:]).abs().max()) <= TOLERANCE
+    # Whatever was reclaimed, the end of each cached sequence is still hit whole and exact.
+    logits, hit = engine.prefill_logits(first + tokens(13, 4))
+    assert hit == len(first)
+    assert float((logits - full_logits(reference, first + tokens(13, 4))[hit:]).abs().max()) <= TOLERANCE
+
+
+def test_window_pages_are_off_with_a_host_tier_or_when_asked(sliding_path):
+    for engine in (TransformersEngine.from_pretrained(sliding_path, pool_tokens=256, host_tier_tokens=256),
+                   TransformersEngine.from_pretrained(sliding_path, pool_tokens=256, window_pool_tokens=0)):
+        assert engine.window_layers == [] and not engine.pool.windowed
+        engine.prefill_logits(tokens(14, 100))
+        m = engine.metrics()
+        assert m["window_pages_total"] == 0
+        assert m["kv_bytes_per_cached_token"] == m["kv_bytes_per_token_all_layers"]
