@@ -141,3 +141,20 @@ def test_window_pages_are_off_with_a_host_tier_or_when_asked(sliding_path):
         m = engine.metrics()
         assert m["window_pages_total"] == 0
         assert m["kv_bytes_per_cached_token"] == m["kv_bytes_per_token_all_layers"]
+
+
+def test_window_pages_with_four_token_pages_are_exact(sliding_path, reference):
+    engine = TransformersEngine.from_pretrained(sliding_path, pool_tokens=1024, page_size=4)
+    assert engine.pool.windowed
+    base = tokens(20, 90)
+    engine.prefill_logits(base)
+    assert engine.metrics()["window_pages_used"] == WINDOW // 4
+    for ids, expected_hit in ((base[:50] + tokens(21, 7), 48), (base + tokens(22, 3), 88)):
+        logits, hit = engine.prefill_logits(ids)
+        assert hit == expected_hit  # whole pages only
+        assert float((logits - full_logits(reference, ids)[hit:]).abs().max()) <= TOLERANCE
+    result = engine.generate(GenerationRequest(prompt_ids=base, params=SamplingParams(max_tokens=6, ignore_eos=True)))
+    seq = list(base)
+    for token in result.token_ids:
+        assert token == int(full_logits(reference, seq)[-1].argmax())
+        seq.append(token)
