@@ -149,9 +149,12 @@ def create_app(
         created = int(stats.started)
         created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stats.started))
         # One list readable by both SDKs: OpenAI reads object/owned_by, Anthropic type/display_name.
+        # `max_model_len` is vLLM's (and SGLang's) name for the window, prompt + output, so clients
+        # that read a served window from vLLM read this engine's too.
         data = [
             {"id": n, "object": "model", "type": "model", "created": created, "created_at": created_at,
-             "owned_by": "hitrate", "display_name": n, "max_context": engine.max_context}
+             "owned_by": "hitrate", "display_name": n, "max_context": engine.max_context,
+             "max_model_len": engine.max_context}
             for n in names
         ]
         return {"object": "list", "data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}

@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from hitrate.evals.attempt import TaskResult
@@ -84,7 +85,7 @@ class RichProgress:
             console=console,
             transient=False,
         )
-        self._task = self.progress.add_task(label, total=None, outcomes="", cost="$0.00", hit="hit –", start=False)
+        self._task = self.progress.add_task(escape(label), total=None, outcomes="", cost="$0.00", hit="hit –", start=False)
 
     def __enter__(self) -> "RichProgress":
         self.progress.start()
@@ -101,7 +102,7 @@ class RichProgress:
 
     def run_started(self, run_id: str, total: int, skipped: int) -> None:
         self.totals.finished_earlier = skipped
-        self.progress.update(self._task, total=total, completed=skipped, description=f"{self.label} [dim]{run_id[-8:]}[/dim]")
+        self.progress.update(self._task, total=total, completed=skipped, description=f"{escape(self.label)} [dim]{escape(run_id[-8:])}[/dim]")
         self.progress.start_task(self._task)
         self._refresh()
 

@@ -471,7 +471,7 @@ def load_report(
     db: str | Path | None, run_ids: Sequence[str], *, trajectory_task: str | None = None, price_as: str | None = None,
     price_table: PriceTable | None = None,
 ) -> Report:
-    with Ledger(db) as ledger:
+    with Ledger(db, read_only=True) as ledger:
         return build_report(ledger, run_ids, trajectory_task=trajectory_task, price_as=price_as, price_table=price_table)
 
 

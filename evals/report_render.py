@@ -94,9 +94,16 @@ def tables(report: Report) -> Group:
     (never a merged total), one row per figure."""
     from rich.text import Text
 
+    from hitrate.harness.terminal_text import visible
+
+    def plain(text: str) -> Text:
+        # Labels, model names, task outcomes and miss reasons come from users and models: shown as
+        # typed (a `[/]` is not markup) with control characters visible.
+        return Text(visible(text))
+
     runs = ", ".join(f"{r.id}" + (f" ({r.label})" if r.label else "") for r in report.runs)
     priced = f"; costs {report.price_label}" if report.price_label else ""
-    heading = Text(f"eval report: {runs}{priced}", style="bold")
+    heading = Text(visible(f"eval report: {runs}{priced}"), style="bold")
     lead = headline(report.blocks)
     if lead:
         heading.append(f"\n{lead}")
@@ -111,12 +118,12 @@ def tables(report: Report) -> Group:
         return b.key.label.split(" · ", 1)[-1] if shared_model is not None and b.key.model else b.key.label
 
     for b in report.blocks:
-        summary.add_column(label_of(b), justify="right", overflow="fold")
+        summary.add_column(plain(label_of(b)), justify="right", overflow="fold")
     outcome_names = sorted({o for b in report.blocks for o in b.outcomes}, key=_outcome_order)
     columns = token_columns([b.tokens for b in report.blocks])
 
     def row(label: str, cells: list[str], *, end_section: bool = False) -> None:
-        summary.add_row(label, *cells, end_section=end_section)
+        summary.add_row(plain(label), *map(plain, cells), end_section=end_section)
 
     blocks = report.blocks
     row("tasks", [str(b.n_tasks) + (f" ({b.n_tasks - b.n_scored} not scored)" if b.n_tasks > b.n_scored else "") for b in blocks])
@@ -146,7 +153,7 @@ def tables(report: Report) -> Group:
 
     notes: list[Text] = []
     if shared_model:
-        notes.append(Text(f"model: {blocks[0].key.label.split(' · ', 1)[0]}"))
+        notes.append(plain(f"model: {blocks[0].key.label.split(' · ', 1)[0]}"))
     note = pricing_note(report)
     if note:
         notes.append(Text(note))
@@ -164,11 +171,11 @@ def tables(report: Report) -> Group:
         justify = "right" if column in ("calls", "tokens", "cost") else "left"
         misses.add_column(column, justify=justify, no_wrap=column != "e.g.", overflow="fold")  # type: ignore[arg-type]
     for b in blocks:
-        misses.add_row(Text(label_of(b), style="bold"), "", "", "", "")
+        misses.add_row(Text(visible(label_of(b)), style="bold"), "", "", "", "")
         if not b.miss_reasons:
             misses.add_row("  (no misses)", "", "", "", "")
         for r in b.miss_reasons:
-            misses.add_row(f"  {r.reason}", str(r.calls), f"{r.tokens:,}", money(r.cost_usd), "; ".join(r.examples))
+            misses.add_row(*map(plain, (f"  {r.reason}", str(r.calls), f"{r.tokens:,}", money(r.cost_usd), "; ".join(r.examples))))
     miss_title = Text("calls with a miss, by reason" + (f" (costs {report.price_label})" if report.price_label else ""), style="bold")
     miss_note = Text("tokens: prompt tokens the misses paid as writes or fresh input; cost: what they cost over a hit.",
                      style="dim")

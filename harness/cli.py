@@ -53,8 +53,11 @@ def add_command(target: typer.Typer, name: str, callback: Callable[..., Any]) ->
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """Print `error: message` to stderr and exit with `code`."""
-    typer.echo(f"error: {message}", err=True)
+    """Print `error: message` to stderr and exit with `code`. The message may quote a server or a
+    model (an API error body): its control characters are shown, not sent to the terminal."""
+    from hitrate.harness.terminal_text import visible
+
+    typer.echo(f"error: {visible(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -140,8 +143,14 @@ def bare_options_as_empty(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    from hitrate.harness.defaults import apply_redaction_config
+
     _register_all(app)
     sys.argv = bare_options_as_empty(sys.argv)
+    try:
+        apply_redaction_config()
+    except ValueError as exc:
+        fail(str(exc), 2)
     try:
         app()
     except Exception as exc:

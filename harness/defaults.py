@@ -13,11 +13,12 @@ import os
 import socket
 import tomllib
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import platformdirs
 
 from hitrate.harness.models import ModelSpecError
+from hitrate.harness.wire.effort import EFFORTS, Effort, EffortError, parse_effort
 
 ENV_MODEL = "HITRATE_MODEL"
 ENV_CONFIG = "HITRATE_CONFIG"
@@ -58,19 +59,82 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("hitrate", appauthor=False)) / "config.toml"
 
 
+def config_data(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The parsed config file; {} when it does not exist."""
+    return _config_data(env)[1]
+
+
+def _config_data(env: dict[str, str] | None) -> tuple[Path, dict]:
+    path = config_path(env)
+    if not path.is_file():
+        return path, {}
+    try:
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def configured_effort(env: dict[str, str] | None = None) -> Effort | None:
+    """The `effort` key of the config file (low, medium, high or max), if the file sets it."""
+    path, data = _config_data(env)
+    value = data.get("effort")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ModelSpecError(f"config file {path}: `effort` must be one of {', '.join(EFFORTS)}")
+    try:
+        return parse_effort(value)
+    except EffortError as exc:
+        raise ModelSpecError(f"config file {path}: {exc}") from exc
+
+
+CACHE_TTLS = ("5m", "1h")
+
+
+def configured_cache_ttl(env: dict[str, str] | None = None) -> str | None:
+    """The `cache_ttl` key of the config file ("5m" or "1h"): the lifetime of the cache marks on
+    Anthropic-family routes when `--cache-ttl` does not say."""
+    value = _config_data(env)[1].get("cache_ttl")
+    if value is not None and value not in CACHE_TTLS:
+        raise ModelSpecError(f"config file {config_path(env)}: `cache_ttl` must be \"5m\" or \"1h\", not {value!r}")
+    return value
+
+
 def configured_model(env: dict[str, str] | None = None) -> str | None:
     """The `model` key of the config file, if the file exists and sets it."""
+    path, data = _config_data(env)
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ModelSpecError(f"config file {path}: `model` must be a string like \"anthropic/claude-sonnet-5\"")
+    return model or None
+
+
+def configured_redaction(env: dict[str, str] | None = None) -> bool | None:
+    """The `redact_secrets` key of the config file (None when the file or the key is absent).
+    Whether the ledger stores known secret shapes redacted: see `hitrate.store.redaction`."""
     path = config_path(env)
     if not path.is_file():
         return None
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
-    model = data.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ModelSpecError(f"config file {path}: `model` must be a string like \"anthropic/claude-sonnet-5\"")
-    return model or None
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+        return None  # the model lookup reports a broken config file
+    value = data.get("redact_secrets")
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"config file {path}: `redact_secrets` must be true or false, not {value!r}")
+    return value
+
+
+def apply_redaction_config(env: dict[str, str] | None = None) -> None:
+    """Carry a config file's `redact_secrets = false` into `$HITRATE_REDACT_SECRETS`, which every
+    ledger this process and its workers open reads; a variable already set wins over the file."""
+    from hitrate.store.redaction import ENV_REDACT
+
+    target = os.environ if env is None else env
+    if ENV_REDACT in target:
+        return
+    if configured_redaction(dict(target)) is False:
+        target[ENV_REDACT] = "0"
 
 
 def local_weights_cached(hub_id: str) -> bool:

@@ -20,6 +20,7 @@ from hitrate.harness.events import (
 )
 from hitrate.harness.commands.format import colour_wanted
 from hitrate.harness.summary import SessionSummary, count_text, money, summary_lines
+from hitrate.harness.terminal_text import VisibleStream, visible
 
 # SGR codes (ECMA-48), used only when colour_wanted() says the stream is a terminal without NO_COLOR.
 _STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -63,13 +64,17 @@ def _error_text(text: str, limit: int = 160) -> list[str]:
 
 
 class TerminalPrinter:
-    """Streams the model's text and tool activity; prints one line per recorded call and the summary."""
+    """Streams the model's text and tool activity; prints one line per recorded call and the summary.
+
+    Everything it writes passes through `terminal_text.visible`: model text, tool arguments and
+    output, error messages from servers all may carry terminal control sequences."""
 
     def __init__(self, out: TextIO | None = None, *, show_text: bool = True, colour: bool | None = None) -> None:
         self.out = out or sys.stdout
         self.show_text = show_text
         self.colour = colour_wanted(self.out) if colour is None else colour
         self._mid_line = False
+        self._stream = VisibleStream()
 
     def _paint(self, text: str, *styles: str) -> str:
         if not self.colour or not styles:
@@ -77,10 +82,14 @@ class TerminalPrinter:
         return f"\x1b[{';'.join(_STYLES[s] for s in styles)}m{text}\x1b[0m"
 
     def _line(self, text: str, *styles: str) -> None:
+        held = self._stream.flush()
+        if held:
+            self.out.write(held)
+            self._mid_line = True
         if self._mid_line:
             self.out.write("\n")
             self._mid_line = False
-        self.out.write(self._paint(text, *styles) + "\n")
+        self.out.write(self._paint(visible(text), *styles) + "\n")
         self.out.flush()
 
     def __call__(self, event: BaseModel) -> None:
@@ -88,9 +97,11 @@ class TerminalPrinter:
             self._line(f"hitrate · {event.model} · workspace {event.workspace}", "bold")
         elif isinstance(event, TextDelta):
             if self.show_text:
-                self.out.write(event.text)
+                shown = self._stream.feed(event.text)
+                self.out.write(shown)
                 self.out.flush()
-                self._mid_line = not event.text.endswith("\n")
+                if shown:
+                    self._mid_line = not shown.endswith("\n")
         elif isinstance(event, AssistantTurn):
             # A replayed turn was not streamed: show its text so the conversation can be followed.
             if event.replayed and event.text:

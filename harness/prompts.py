@@ -2,7 +2,9 @@
 
 It holds nothing that changes between runs (no date, no path, no budget): those go to the dynamic
 context at the end of the newest user turn, so the system section stays byte-identical for the
-whole session and across sessions.
+whole session and across sessions. Its variables are facts fixed for a machine and a tool set:
+the sorted tool names, and what the shell's sandbox does here (`tools.confine.detect`), so that
+what the prompt says about confinement is true: sandboxed, or every command needs approval.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from importlib import resources
 from typing import Sequence
 
 from hitrate.projection.project import SystemPrompt
+from hitrate.tools.confine import ConfinementPolicy, detect
 
 TEMPLATE_FILE = "system_prompt.md.j2"
 
@@ -19,6 +22,15 @@ def default_template() -> str:
     return resources.files("hitrate.harness").joinpath(TEMPLATE_FILE).read_text(encoding="utf-8")
 
 
-def default_system_prompt(tool_names: Sequence[str]) -> SystemPrompt:
-    """The template with the (sorted) tool names: stable for a given tool set."""
-    return SystemPrompt(template=default_template(), variables={"tool_names": sorted(tool_names)})
+def default_system_prompt(
+    tool_names: Sequence[str], *, shell_confined: bool | None = None, policy: ConfinementPolicy | None = None
+) -> SystemPrompt:
+    """The template with the (sorted) tool names and the shell's confinement: stable for a given
+    tool set on a given machine. `shell_confined` None: whether the OS sandbox works here;
+    `policy`: the confinement the shell runs under (its network setting is stated)."""
+    confined = detect().confined if shell_confined is None else shell_confined
+    network = (policy or ConfinementPolicy()).network
+    return SystemPrompt(
+        template=default_template(),
+        variables={"tool_names": sorted(tool_names), "shell_confined": confined, "shell_network": network},
+    )

@@ -3,9 +3,11 @@
     route = Router().resolve("anthropic/claude-sonnet-5")
     route.backend.call(prompt, max_tokens=...)
 
-Caching rules come from the wire protocol and the model's entry in the price table (minimum
-cacheable length, implicit prefix vs explicit breakpoints), never from a substring of the model
-name. Errors say what to set: an unknown provider, a missing key, a server that does not answer.
+Caching rules come from the provider the user named, the wire protocol and the model's entry in
+the price table (minimum cacheable length, implicit prefix vs explicit breakpoints), never from a
+substring of the model name; a route's `Quirks.cache_family` (OpenRouter's Claude, or a config-file
+override) names them outright. Errors say what to set: an unknown provider, a missing key or
+region, a server that does not answer.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlparse
 
+from hitrate.harness.defaults import configured_cache_ttl
 from hitrate.harness.local_backend import LocalEngineServer
+from hitrate.harness.model_overrides import Overrides, apply_override, load_overrides
 from hitrate.harness.models import ModelSpec, ModelSpecError, parse_model_spec
+from hitrate.harness.route_clients import anthropic_client_for, openai_auth_for
 from hitrate.harness.wire.anthropic import AnthropicBackend
 from hitrate.harness.wire.openai_chat import OpenAIChatBackend
 from hitrate.harness.wire.openai_responses import OpenAIResponsesBackend
@@ -65,8 +70,26 @@ class Route:
             self.local.stop()
 
 
-def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRules, CacheRules]:
-    """(planning rules, explanation rules) for a spec."""
+def rules_for(spec: ModelSpec, table: PriceTable | None = None, *, cache_ttl: str | None = None) -> tuple[CacheRules, CacheRules]:
+    """(planning rules, explanation rules) for a spec. `cache_ttl` ("5m" / "1h") sets the lifetime
+    of every cache mark on Anthropic-family routes; RouteError on a route whose cache has no
+    such choice."""
+    rules, explain = _rules_for(spec, table)
+    if cache_ttl is None:
+        return rules, explain
+    if cache_ttl not in ("5m", "1h"):
+        raise RouteError(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
+    if rules.family != "anthropic":
+        raise RouteError(
+            f"--cache-ttl applies to routes with Anthropic's cache (anthropic/, bedrock/, vertex/, openrouter/anthropic/, "
+            f"local/); {spec.label} caches by {rules.family} rules"
+        )
+    # One TTL for every mark keeps Anthropic's order rule (1h entries before 5m ones) trivially.
+    rules = rules.model_copy(update={"head_ttl": cache_ttl, "message_ttl": cache_ttl})
+    return rules, (rules if explain.family == "anthropic" else explain)
+
+
+def _rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRules, CacheRules]:
     table = table or PriceTable.default()
     entry = table.find(spec.model)
     minimum = entry.min_cacheable_tokens if entry is not None and entry.min_cacheable_tokens else 0
@@ -74,10 +97,21 @@ def rules_for(spec: ModelSpec, table: PriceTable | None = None) -> tuple[CacheRu
         # The engine's radix cache matches any prefix (explained as "local"), but marks are still
         # planned Anthropic-style and sent as cache_control: the engine pins those prefixes.
         return CacheRules(family="anthropic", min_cacheable_tokens=0), CacheRules(family="local")
-    if spec.wire == "anthropic_messages":
+    named = spec.quirks.cache_family
+    if spec.wire == "anthropic_messages" or named == "anthropic":
         # A model missing from the table (or an Anthropic-compatible gateway) gets marks at any length:
         # a mark below the real minimum costs nothing, it just does not cache.
         rules = CacheRules(family="anthropic", min_cacheable_tokens=minimum)
+        return rules, rules
+    if named == "openai_breakpoints":
+        rules = CacheRules(family="openai_breakpoints", min_cacheable_tokens=minimum)
+        return rules, rules
+    if named == "openai_implicit":
+        extended = entry is not None and entry.cache_retention == "24h"
+        rules = CacheRules(family="openai_implicit", min_cacheable_tokens=minimum or 1024, extended_retention=extended)
+        return rules, rules
+    if named is not None:
+        rules = CacheRules(family=named, min_cacheable_tokens=minimum)
         return rules, rules
     dialect = spec.quirks.usage_dialect
     if dialect == "openai":
@@ -132,33 +166,60 @@ class Router:
         timeout_s: float = 600.0,
         local_factory: LocalFactory = LocalEngineServer,
         price_table: PriceTable | None = None,
+        overrides: Overrides | None = None,
+        cache_ttl: str | None = None,
     ) -> None:
+        """`overrides`: per-model quirks by spec label; None reads them from the config file that
+        `env` names (`hitrate.harness.model_overrides`). `cache_ttl`: the lifetime of cache marks
+        ("5m" / "1h", `--cache-ttl`), refused on routes without that choice; None: the config
+        file's `cache_ttl`, applied to the routes that have the choice."""
         self.env = dict(os.environ) if env is None else dict(env)
         self.preflight = preflight
         self.timeout_s = timeout_s
         self.local_factory = local_factory
         self.price_table = price_table or PriceTable.default()
+        self.overrides = load_overrides(self.env) if overrides is None else overrides
+        self.cache_ttl = cache_ttl
+        self.configured_cache_ttl = configured_cache_ttl(self.env) if cache_ttl is None else None
 
     def parse(self, spec: str | ModelSpec) -> ModelSpec:
-        return spec if isinstance(spec, ModelSpec) else parse_model_spec(spec, self.env)
+        if isinstance(spec, ModelSpec):
+            return spec
+        return apply_override(parse_model_spec(spec, self.env), self.overrides)
+
+    def rules(self, spec: ModelSpec) -> tuple[CacheRules, CacheRules]:
+        """(planning, explanation) rules of `spec` with this router's cache TTL."""
+        if self.cache_ttl is not None:
+            return rules_for(spec, self.price_table, cache_ttl=self.cache_ttl)
+        rules, explain = rules_for(spec, self.price_table)
+        if self.configured_cache_ttl is not None and rules.family == "anthropic":
+            return rules_for(spec, self.price_table, cache_ttl=self.configured_cache_ttl)
+        return rules, explain
 
     def resolve(self, spec: str | ModelSpec) -> Route:
         parsed = self.parse(spec)
-        rules, explain = rules_for(parsed, self.price_table)
+        rules, explain = self.rules(parsed)
         if parsed.wire == "local_engine":
             server = self.local_factory(parsed.model)
             url = server.start()
             backend: Backend = AnthropicBackend(
-                model=parsed.model, api_key="local", base_url=url, label=parsed.label, timeout_s=self.timeout_s
+                model=parsed.model, api_key="local", base_url=url, label=parsed.label, timeout_s=self.timeout_s,
+                effort_dialect="none",  # the bundled engine's models do not reason on request
             )
             return Route(spec=parsed, backend=backend, rules=rules, explain_rules=explain, local=server)
         key = parsed.api_key(self.env)
         assert parsed.base_url is not None
+        # Credentials first: a missing key or region is said before a network check.
+        client = anthropic_client_for(parsed, self.env, self.timeout_s)
+        headers: dict[str, str] = {}
+        if parsed.provider == "azure":
+            key, headers = openai_auth_for(parsed, self.env)
         if self.preflight:
             check_reachable(parsed.base_url)
         if parsed.wire == "anthropic_messages":
             backend = AnthropicBackend(
-                model=parsed.model, api_key=key or "", base_url=parsed.base_url, label=parsed.label, timeout_s=self.timeout_s
+                model=parsed.model, api_key=key or "", base_url=parsed.base_url, label=parsed.label, timeout_s=self.timeout_s,
+                client=client,
             )
         elif parsed.wire == "openai_responses":
             backend = OpenAIResponsesBackend(
@@ -181,5 +242,6 @@ class Router:
                 label=parsed.label,
                 timeout_s=self.timeout_s,
                 prices=self.price_table,
+                extra_headers=headers,
             )
         return Route(spec=parsed, backend=backend, rules=rules, explain_rules=explain)

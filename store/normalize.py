@@ -43,6 +43,7 @@ __all__ = [
     "from_gemini",
     "from_gemini_openai",
     "from_openai_compatible",
+    "from_openrouter",
 ]
 
 
@@ -344,6 +345,66 @@ def from_gemini_openai(usage: Mapping[str, Any] | Any, *, absent_cached_means_ze
         else:
             r.flag("total_below_prompt", f"total_tokens={total} < prompt_tokens={prompt}; total ignored")
     return _compatible_usage(r, u, prompt, output, implied, absent_cached_means_zero, timings=None)
+
+
+# --------------------------------------------------------------------------------------------
+# OpenRouter
+# --------------------------------------------------------------------------------------------
+
+OpenRouterWriteTTL = Literal["5m", "30m", "1h"]
+
+
+def from_openrouter(usage: Mapping[str, Any] | Any, *, write_ttl: OpenRouterWriteTTL | str = "5m") -> Usage:
+    """OpenRouter's Chat Completions `usage` (its "usage accounting", sent with every response).
+
+    Counts are the upstream model's own tokenizer's. `prompt_tokens` includes
+    `prompt_tokens_details.cached_tokens` (read from the cache) and
+    `prompt_tokens_details.cache_write_tokens` (written this request, billed at the upstream's
+    write rate, e.g. Anthropic's 1.25x for 5m), so fresh input is prompt - cached - written. The
+    writes are not split by TTL; they are booked under `write_ttl`, the TTL the request's marks
+    asked for. A missing `cache_write_tokens` is 0: OpenRouter documents the detail block on every
+    response and leaves out counts that are 0. The `cost` (credits, USD) and `cost_details` stay in
+    the raw usage the ledger keeps.
+    """
+    bucket = {"5m": "cache_write_5m", "30m": "cache_write_30m", "1h": "cache_write_1h"}.get(write_ttl)
+    if bucket is None:
+        raise ValueError(f"write_ttl must be '5m', '30m' or '1h', not {write_ttl!r}")
+    r = UsageReader("OpenRouter")
+    u = r.mapping(usage, "usage")
+    if u is None:
+        return r.build()
+    prompt = r.count(u, "prompt_tokens")
+    details = r.sub(u, "prompt_tokens_details")
+    cached = r.count(details, "cached_tokens", "usage.prompt_tokens_details")
+    written = r.count(details, "cache_write_tokens", "usage.prompt_tokens_details")
+    if prompt is not None and isinstance(details, Mapping):
+        cached = 0 if cached is None else cached
+        written = 0 if written is None else written
+    fresh, read, prompt_total = r.inclusive_split(prompt, cached, "prompt_tokens", "cached_tokens")
+    if fresh is not None and written is not None:
+        if written > fresh:
+            r.flag(
+                "cache_write_exceeds_uncached",
+                f"cached_tokens={cached} + cache_write_tokens={written} > prompt_tokens={prompt}; writes capped at {fresh}",
+            )
+            written = fresh
+        fresh -= written
+    elif written is None:
+        fresh = None
+    writes: dict[str, int | None] = dict.fromkeys(WRITE_BUCKETS, 0)
+    writes[bucket] = written
+    output = r.count(u, "completion_tokens")
+    reasoning = r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details")
+    total = r.count(u, "total_tokens")
+    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    return r.build(
+        fresh_input=fresh,
+        **writes,
+        cache_read=read,
+        output=r.output_with_reasoning(output, reasoning, implied),
+        reasoning=reasoning,
+        prompt_total=prompt_total,
+    )
 
 
 # --------------------------------------------------------------------------------------------

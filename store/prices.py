@@ -235,6 +235,11 @@ class ModelPrice(BaseModel):
     storage_per_mtok_hour: float | None = None
     """Hourly rent of an explicit cache object (Gemini CachedContent), USD per 1M tokens."""
     max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    """The most tokens one reply may have (thinking included); None when no source states it."""
+    thinks_by_default: bool = False
+    """The model reasons before answering unless told not to (Claude 5 family, GPT-5.x, DeepSeek V4,
+    Gemini 2.5 / 3): its thinking counts inside the output budget, so the default budget leaves room."""
     deprecation_date: date | None = None
     notes: str = ""
     schedules: list[PriceSchedule]
@@ -407,12 +412,18 @@ def select_tier(tiers: list[Tier], prompt_tokens: int | None) -> Tier:
 
 _PREFIXES = ("anthropic/", "openai/", "deepseek/", "gemini/", "google/", "models/")
 _DATED = re.compile(r"(?:[-@]\d{8}|-\d{4}-\d{2}-\d{2})$")
+# Bedrock model ids: an optional cross-region inference prefix (`us.`, `eu.`, `global.`, ...), the
+# vendor (`anthropic.`) and a version suffix (`-v1:0`): anthropic.claude-sonnet-4-5-20250929-v1:0.
+_BEDROCK_ID = re.compile(r"^(?:[a-z]{2,6}(?:-[a-z]+)?\.)?anthropic\.(claude-.+?)(?:-v\d+(?::\d+)?)?$")
 
 
 def canonical_model_name(name: str) -> str:
     """Lower-case, without a vendor prefix or a trailing date; Anthropic's dotted versions
     (`claude-opus-4.5`) spelled with dashes as the API ids are (`claude-opus-4-5`)."""
     key = name.strip().lower()
+    bedrock = _BEDROCK_ID.match(key)
+    if bedrock:
+        key = bedrock.group(1)
     changed = True
     while changed:
         changed = False

@@ -14,9 +14,9 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator, Literal, Sequence
 
 from pydantic import Field
 
@@ -33,6 +33,10 @@ GREP_LINE_CHARS = 300
 # Time all searches of one grep call may spend in a backtracking pattern (look-around or
 # backreferences in the python engine); RE2 patterns need no budget.
 REGEX_BUDGET_S = 10.0
+# Files that could not be read, named under the matches; the rest are counted.
+UNSEARCHED_SHOWN = 5
+# ripgrep prints an I/O error as `rg: PATH: MESSAGE (os error N)` (Rust's io::Error display).
+_RG_IO_ERROR = re.compile(r"^rg: (?P<path>.+): (?P<message>[^:]+?) \(os error \d+\)$")
 
 
 def find_ripgrep() -> str | None:
@@ -71,6 +75,8 @@ class Search:
     total: int
     files: int
     complete: bool  # False when HARD_MATCH_LIMIT stopped the search
+    unsearched: list[str] = field(default_factory=list)  # "path: reason" for files that could not be read
+    errors: list[str] = field(default_factory=list)  # other errors ripgrep reported beside its matches
 
 
 class _Collector:
@@ -79,6 +85,8 @@ class _Collector:
         self.matches: list[Match] = []
         self.total = 0
         self.paths: set[str] = set()
+        self.unsearched: list[str] = []
+        self.errors: list[str] = []
 
     def add(self, path: str, line: int, text: str) -> bool:
         """Record one matching line; False once the hard limit is reached."""
@@ -89,7 +97,7 @@ class _Collector:
         return self.total < HARD_MATCH_LIMIT
 
     def result(self, complete: bool) -> Search:
-        return Search(self.matches, self.total, len(self.paths), complete)
+        return Search(self.matches, self.total, len(self.paths), complete, self.unsearched, self.errors)
 
 
 def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[Path]:
@@ -122,7 +130,11 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
             # Opened beneath the workspace without following links, like read_file: a folder
             # swapped for a symlink during the walk is skipped, not followed.
             data = sandbox.read_bytes(file)
-        except (OSError, SandboxError):
+        except SandboxError:
+            continue  # a link swapped in: skipped, as ripgrep skips links
+        except OSError as exc:
+            # Worded as ripgrep words it, so the note does not depend on the engine.
+            collector.unsearched.append(f"{sandbox.display(file)}: {exc.strerror or exc}")
             continue
         if b"\x00" in data:  # ripgrep's binary test: such files are skipped
             continue
@@ -143,7 +155,8 @@ def search_python(sandbox: Sandbox, target: Path, args: GrepArgs, cap: int, max_
 def _ripgrep_command(rg: str, target: Path, args: GrepArgs, max_bytes: int, pcre2: bool) -> list[str]:
     # --no-config: a user's RIPGREP_CONFIG_PATH must not change results; --no-ignore and --hidden
     # plus our own folder excludes make ripgrep walk exactly what the python engine walks.
-    cmd = [rg, "--json", "--no-config", "--no-ignore", "--hidden", "--no-messages", "--sort", "path"]
+    # Error messages stay on: they name the files that could not be searched (exit status 2).
+    cmd = [rg, "--json", "--no-config", "--no-ignore", "--hidden", "--sort", "path"]
     cmd += ["--max-filesize", str(max_bytes)]
     if args.ignore_case:
         cmd.append("--ignore-case")
@@ -201,17 +214,48 @@ def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap:
                 proc.kill()
                 proc.communicate()
                 raise ToolError(f"search timed out after {RIPGREP_TIMEOUT_S:.0f} s; narrow the path or glob")
-        if complete and proc.returncode == 2 and collector.total == 0:
+        # ripgrep's exit status: 0 a match, 1 none, 2 an error, with or without matches (an
+        # unreadable file, a bad glob, a bad pattern); https://github.com/BurntSushi/ripgrep/blob/master/GUIDE.md
+        if complete and proc.returncode == 2:
             message = stderr.decode("utf-8", errors="replace").strip()
-            # Rust's regex engine has no look-around or backreferences; PCRE2 (like Python's re) does.
-            if not pcre2 and ("look-around" in message or "backreferences" in message):
-                pcre2 = True
-                continue
-            # Exit status 2 is any error (an unreadable file, a bad glob, I/O), not only a bad pattern.
-            if "regex parse error" in message or "PCRE2:" in message:
-                raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
-            raise ToolError(f"ripgrep failed (exit status 2): {message or 'no message'}")
+            if collector.total == 0:
+                # Rust's regex engine has no look-around or backreferences; PCRE2 (like Python's re) does.
+                if not pcre2 and ("look-around" in message or "backreferences" in message):
+                    pcre2 = True
+                    continue
+                if "regex parse error" in message or "PCRE2:" in message:
+                    raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
+            unsearched, other = _io_errors(message, cwd, sandbox)
+            if not unsearched and not other:
+                other = ["exit status 2 without a message"]
+            if other and collector.total == 0:
+                raise ToolError(f"ripgrep failed (exit status 2): {' '.join(other)}")
+            collector.unsearched, collector.errors = unsearched, other
         return collector.result(complete)
+
+
+def _io_errors(message: str, cwd: Path, sandbox: Sandbox) -> tuple[list[str], list[str]]:
+    """ripgrep's error lines split into unreadable files (as `path: reason`, the path shown as
+    matches are) and anything else."""
+    unsearched: list[str] = []
+    other: list[str] = []
+    for line in message.splitlines():
+        found = _RG_IO_ERROR.match(line.strip())
+        if found is None:
+            if line.strip():
+                other.append(line.strip())
+            continue
+        shown = sandbox.display(Path(os.path.normpath(cwd / found["path"])))
+        unsearched.append(f"{shown}: {found['message']}")
+    return unsearched, other
+
+
+def unsearched_note(unsearched: list[str]) -> str:
+    """`[2 files could not be searched: a.txt: Permission denied; ...]`"""
+    shown = "; ".join(unsearched[:UNSEARCHED_SHOWN])
+    more = f"; and {len(unsearched) - UNSEARCHED_SHOWN} more" if len(unsearched) > UNSEARCHED_SHOWN else ""
+    noun = "file" if len(unsearched) == 1 else "files"
+    return f"[{len(unsearched)} {noun} could not be searched: {shown}{more}]"
 
 
 def _rg_text(field: dict[str, str]) -> str:
@@ -274,24 +318,24 @@ class GrepTool(Tool[GrepArgs]):
         if found is None:
             found = search_python(sandbox, target, args, cap, max_bytes)
         if found.total == 0:
-            return self._empty(args, shown)
+            return self._empty(args, shown, found.unsearched, engine)
         body = "\n".join(f"{m.path}:{m.line}:{m.text}" for m in found.matches)
         truncated = found.total > len(found.matches)
         if truncated:
             total = f"{found.total}" if found.complete else f"at least {found.total}"
             body += f"\n[showing {len(found.matches)} of {total} matching lines; narrow the pattern, path or glob]"
-        return ToolResult(
-            content=body,
-            metadata={
-                "engine": engine,
-                "matches": found.total,
-                "files": found.files,
-                "truncated": truncated,
-            },
-        )
+        metadata = {"engine": engine, "matches": found.total, "files": found.files, "truncated": truncated}
+        if found.unsearched:
+            body += "\n" + unsearched_note(found.unsearched)
+            metadata["unsearched"] = len(found.unsearched)
+        if found.errors:
+            body += "\n[ripgrep also reported: " + " ".join(found.errors)[:GREP_LINE_CHARS] + "]"
+        return ToolResult(content=body, metadata=metadata)
 
-    def _empty(self, args: GrepArgs, shown: str) -> ToolResult:
-        return ToolResult(
-            content=f"no matches for {args.pattern!r} in {shown}",
-            metadata={"engine": self.engine, "matches": 0, "files": 0, "truncated": False},
-        )
+    def _empty(self, args: GrepArgs, shown: str, unsearched: Sequence[str] = (), engine: str | None = None) -> ToolResult:
+        content = f"no matches for {args.pattern!r} in {shown}"
+        metadata: dict[str, object] = {"engine": engine or self.engine, "matches": 0, "files": 0, "truncated": False}
+        if unsearched:
+            content += "\n" + unsearched_note(list(unsearched))
+            metadata["unsearched"] = len(unsearched)
+        return ToolResult(content=content, metadata=metadata)

@@ -12,8 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 CommandName = Literal[
-    "model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "compact", "quit"
+    "model", "effort", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "refresh",
+    "compact", "quit"
 ]
+
+EFFORT_ARGS = ("low", "medium", "high", "max", "default")
+"""What /effort takes: a level, or `default` for the model's own."""
 
 
 class CommandError(ValueError):
@@ -40,6 +44,11 @@ COMMANDS: dict[str, CommandHelp] = {
         summary="switch model or backend (anthropic/…, openai/…, deepseek/…, gemini/…, "
         "openai-compat/<model>@<url>, local/<path>); shows what the new cache epoch costs, then asks",
     ),
+    "effort": CommandHelp(
+        usage="/effort [low|medium|high|max|default]",
+        summary="the reasoning effort every call asks for, in the backend's own parameter; a change starts "
+        "a cache epoch. Without an argument, the current one",
+    ),
     "cost": CommandHelp(usage="/cost", summary="tokens per bucket, Σ-hit ratio, cost and every miss of this session"),
     "clear": CommandHelp(usage="/clear", summary="start a new session (empty history; the cached tools + system head stays reusable)"),
     "resume": CommandHelp(usage="/resume [session-id]", summary="list recent sessions, or resume one from the ledger"),
@@ -65,11 +74,17 @@ COMMANDS: dict[str, CommandHelp] = {
         "request reads the history from the cache, and tools, system prompt and docs stay cached",
     ),
     "init": CommandHelp(usage="/init", summary="ask the agent to write (or improve) AGENTS.md for this project"),
+    "refresh": CommandHelp(
+        usage="/refresh",
+        summary="build the next requests from the current AGENTS.md, system prompt and tools (read once per "
+        "session, and kept as recorded on resume): a new cache epoch when they changed",
+    ),
     "help": CommandHelp(usage="/help", summary="this list"),
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
 }
 
-_TAKES_ARG = {"add": "required", "model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
+_TAKES_ARG = {"add": "required", "model": "required", "resume": "optional", "approve": "required", "keepalive": "optional",
+              "effort": "optional"}
 
 
 def is_command(text: str) -> bool:
@@ -102,6 +117,8 @@ def parse_command(text: str, custom: Collection[str] = ()) -> Command:
         raise CommandError(f"usage: {COMMANDS['approve'].usage}")
     if name == "keepalive" and arg.lower() not in ("", "on", "off"):
         raise CommandError(f"usage: {COMMANDS['keepalive'].usage}")
+    if name == "effort" and arg and arg.lower() not in EFFORT_ARGS:
+        raise CommandError(f"usage: {COMMANDS['effort'].usage}")
     return Command(name=name, arg=arg)  # type: ignore[arg-type]
 
 

@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from hitrate.harness.permissions import Rule, prefix_rule
+from hitrate.harness.terminal_text import visible, visible_value
 
 from hitrate.tui.tool_panel import args_text, cut_lines
 
@@ -129,11 +130,13 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(f"Allow {self.tool}?", id="dialog-title")
-            yield Static(approval_body(self.tool, self.args), id="dialog-body")
+            yield Static(Text(f"Allow {visible(self.tool)}?"), id="dialog-title")
+            # Shown with its control characters visible (a command hiding an escape sequence or a
+            # bidi override reads as what it is); the rule is built from the real arguments.
+            yield Static(approval_body(self.tool, visible_value(self.args)), id="dialog-body")  # type: ignore[arg-type]
             if self.offer_rules:
                 always = f" · always (kept in {CONFIG_NAME}): s" if self.can_save else ""
-                yield Static(f"for this session, {self.rule}: a{always} · deny with a reason: n", id="dialog-rule")
+                yield Static(Text(visible(f"for this session, {self.rule}: a{always} · deny with a reason: n")), id="dialog-rule")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Once (y)", id="once", variant="primary", compact=True)
                 if self.offer_rules:

@@ -12,6 +12,8 @@ marks nothing is reported as written and the uncached remainder is `input_tokens
 
 from __future__ import annotations
 
+import dataclasses
+
 import uuid
 from typing import Annotated, Any, AsyncIterator, Callable, Literal, Union
 
@@ -179,7 +181,13 @@ def _convert_message(m: Message, index: int, tool_names: dict[str, str], upto: i
             pending_text.clear()
 
     for b in blocks:
-        if isinstance(b, TextBlock):
+        if isinstance(b, TextBlock) and out and out[-1].role == "tool" and not pending_text:
+            # Text after the tool results of one user turn (a harness's per-step context, a
+            # reminder) belongs to that turn: made a user message of its own, it would be a new
+            # user query to the chat template, and templates such as Qwen3's drop the reasoning
+            # of every assistant turn before the last query (so the prefix changes too).
+            out[-1] = dataclasses.replace(out[-1], content=out[-1].content + "\n\n" + b.text)
+        elif isinstance(b, TextBlock):
             pending_text.append(b.text)
         elif isinstance(b, ToolResultBlock):
             flush()

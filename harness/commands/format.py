@@ -64,7 +64,12 @@ def table_width(stream: TextIO | None = None) -> int:
 
 
 def console(*, stderr: bool = False, file: TextIO | None = None, width: int | None = None) -> Console:
-    """A rich console for tables: the width from `table_width`, colour from `colour_wanted`."""
+    """A rich console for tables: the width from `table_width`, colour from `colour_wanted`.
+
+    Markup is off: what it prints (run labels, model names, prompts, miss reasons) comes from
+    users and models, and a `[/]` or `[link=...]` in it must show as typed, not be read as a rich
+    tag (or crash the table). Styles are given as `style=` or `Text`; a caller that prints its own
+    markup passes `markup=True` for that call and escapes what it interpolates."""
     from rich.console import Console
 
     stream = file or (sys.stderr if stderr else sys.stdout)
@@ -75,6 +80,7 @@ def console(*, stderr: bool = False, file: TextIO | None = None, width: int | No
         no_color=not coloured,
         color_system="auto" if coloured else None,
         highlight=False,
+        markup=False,
         force_terminal=coloured,
     )
 

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from hitrate.harness.commands.format import console, money, percent, shrink_to_fit, tokens
 from hitrate.harness.commands.sessions import SessionLine, short_id_length
+from hitrate.harness.terminal_text import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,8 +51,11 @@ def _cost(totals: UsageTotals) -> str:
 
 
 def _calls(totals: UsageTotals) -> str:
-    """`12`, with `(1✗)` for failed calls and `(2⚑)` for flagged ones (explained under the table)."""
+    """`12`, with `(1✗)` for failed calls, `(1↻)` for retries, `(1?)` for interrupted ones and
+    `(2⚑)` for flagged ones (explained under the table)."""
     text = f"{totals.calls}" + (f" ({totals.failed_calls}✗)" if totals.failed_calls else "")
+    text += f" ({totals.retries}↻)" if totals.retries else ""
+    text += f" ({totals.interrupted_calls}?)" if totals.interrupted_calls else ""
     return text + (f" ({totals.flagged_calls}⚑)" if totals.flagged_calls else "")
 
 
@@ -63,6 +67,10 @@ def _footnotes(all_totals: list[UsageTotals]) -> list[str]:
     notes = [RATIO_LEGEND]
     if any(t.failed_calls for t in all_totals):
         notes.append("n✗: calls that failed (recorded without usage).")
+    if any(t.retries for t in all_totals):
+        notes.append("n↻: retries (each attempt is a row of its own, counted in calls).")
+    if any(t.interrupted_calls for t in all_totals):
+        notes.append("n?: calls interrupted when their process ended (usage unknown; counted in ✗).")
     if any(t.flagged_calls for t in all_totals):
         notes.append("n⚑: calls whose usage payload contradicted itself (listed below; all: --flagged).")
     if any(t.cost_usd is not None and _unpriced(t) for t in all_totals):
@@ -81,7 +89,7 @@ def _model_name(model: str | None) -> str:
     """A local model is recorded by its path; its folder name is what identifies it."""
     if not model:
         return "-"
-    return model.rstrip("/").rsplit("/", 1)[-1] if model.startswith("/") else model
+    return visible(model.rstrip("/").rsplit("/", 1)[-1] if model.startswith("/") else model)
 
 
 def _local_day(moment: datetime | None) -> str:
@@ -131,7 +139,7 @@ def print_sessions(path: Path, sessions: list[SessionLine], days: list[GroupSumm
             "  " + (line.started_at.astimezone(timezone.utc).strftime("%H:%M") if line.started_at else "-"),
             line.id[:id_length],
             _model_name(line.model),
-            line.first_prompt or "-",
+            visible(line.first_prompt) or "-",
             _calls(t) if t else "0",
             percent(t.hit_ratio) if t else "-",
             _cost(t) if t else "-",
@@ -175,13 +183,18 @@ def print_flagged(calls: list[CallRecord], path: Path, *, as_json: bool, limit: 
     n = short_id_length([c.id for c in calls])
     for call in shown:
         started = call.started_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
-        table.add_row(call.id[:n], started, _model_name(call.model), "\n".join(call.usage.flags))
+        table.add_row(call.id[:n], started, _model_name(call.model), visible("\n".join(call.usage.flags)))
     out.print(table)
     if len(shown) < len(calls):
         out.print(f"... and {len(calls) - len(shown)} more: hitrate ledger --flagged")
 
 
 def _group_name(by: str, group: GroupSummary, id_length: int) -> str:
+    """Labels, task names and model names are chosen by users and models: shown with `visible`."""
+    return visible(_raw_group_name(by, group, id_length))
+
+
+def _raw_group_name(by: str, group: GroupSummary, id_length: int) -> str:
     if by == "kind":
         return group.key or ORDINARY_KIND
     if group.key is None:

@@ -16,16 +16,19 @@ if TYPE_CHECKING:
     from hitrate.harness.events import EventSink
     from hitrate.harness.models import ModelSpec
     from hitrate.store.prices import PriceTable
+    from hitrate.harness.wire.timeouts import CallTimeouts
     from hitrate.harness.policy import Policy
     from hitrate.harness.router import Route
     from hitrate.harness.session import SessionConfig
+    from hitrate.harness.wire.effort import Effort
     from hitrate.tools.base import ApprovalHook
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
 EXIT_ERROR = 1  # a call failed for good
 EXIT_USAGE = 2  # bad model spec, missing key, unreachable server, bad workspace
-EXIT_LIMIT = 3  # a step / cost / wall-time limit stopped the agent
+EXIT_LIMIT = 3  # a step / cost / wall-time / output / context limit stopped the agent
+EXIT_REFUSED = 4  # the model refused (the refused turn was taken out of the history)
 EXIT_CANCELLED = 130
 
 _EXIT_FOR_STATUS = {
@@ -34,6 +37,8 @@ _EXIT_FOR_STATUS = {
     "max_cost": EXIT_LIMIT,
     "max_wall": EXIT_LIMIT,
     "max_tokens": EXIT_LIMIT,
+    "context_full": EXIT_LIMIT,
+    "refused": EXIT_REFUSED,
     "cancelled": EXIT_CANCELLED,
     "error": EXIT_ERROR,
 }
@@ -59,7 +64,9 @@ def run_command(
     task: Optional[str] = typer.Argument(None, help="What the agent should do (with --resume: the next instruction)."),
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
-        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>; "
+        help="provider/model: anthropic/…, openai/… (Responses API from gpt-5.6 on; openai-chat/… for Chat Completions), "
+        "deepseek/…, gemini/…, openrouter/<vendor>/…, azure/<deployment>, bedrock/<model id>, vertex/…, "
+        "openai-compat/<model>@<url>, local/<path or hub id>; "
         "or a short name: sonnet, opus, haiku, gpt, deepseek, gemini (`hitrate prices` shows what they are). "
         "Default: the resumed session's model; else $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model.",
@@ -75,20 +82,58 @@ def run_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
-    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    max_wall: Optional[float] = typer.Option(
+        None, "--max-wall", min=0.001, help="Stop after this many seconds: no call starts, and none (nor its retries) runs, past it."
+    ),
+    max_output_tokens: Optional[int] = typer.Option(
+        None, "--max-output-tokens", min=1, help="max_tokens of each call (thinking included). Default: 32,000 on models "
+        "that think by default, else 4,096, within the model's own output limit.",
+    ),
+    effort: Optional[str] = typer.Option(
+        None, "--effort", help="Reasoning effort: low, medium, high or max, sent as each backend's own parameter "
+        "(Anthropic output_config.effort, OpenAI reasoning_effort / reasoning.effort, ...). Default: the config file's "
+        "`effort`, else the model's own default.",
+    ),
+    connect_timeout: Optional[float] = typer.Option(
+        None, "--connect-timeout", min=0.001, help="Seconds to reach the model server (default: the config file's "
+        "[timeouts] connect_s, else 10).",
+    ),
+    first_byte_timeout: Optional[float] = typer.Option(
+        None, "--first-byte-timeout", min=0.001, help="Seconds from sending a request to the response headers "
+        "(default: [timeouts] first_byte_s, else 120).",
+    ),
+    idle_timeout: Optional[float] = typer.Option(
+        None, "--idle-timeout", min=0.001, help="Seconds of silence allowed between two chunks of a streamed reply "
+        "(default: [timeouts] idle_s, else 300). Each call also ends at what is left of --max-wall.",
+    ),
     context_window: Optional[int] = typer.Option(
-        None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
+        None, "--context-window", min=1, help="The model's input window in tokens (default: the config file's "
+        "[compaction] context_window, else what a self-hosted server reports, else the price table's)."
     ),
     permissions: Optional[str] = typer.Option(
         None, "--permissions", help="allow, deny or ask for tool calls no rule matches (default: the config file's "
         "[permissions] default, else allow); a headless run refuses what it would have to ask about.",
     ),
-    compact_at: float = typer.Option(
-        0.8, "--compact-at", min=0.05, max=1.0, help="Compact the history before a call past this share of the window."
+    compact_at: Optional[float] = typer.Option(
+        None, "--compact-at", min=0.05, max=1.0,
+        help="Compact the history before a call past this share of the window (default: [compaction] at, else 0.8)."
+    ),
+    compaction: Optional[str] = typer.Option(
+        None, "--compaction", help="client (hitrate's cache-aware summary), native (the provider's own where the route has it, "
+        "else client) or off (default: [compaction] mode, else client)."
+    ),
+    clear_tool_results: Optional[bool] = typer.Option(
+        None, "--clear-tool-results/--no-clear-tool-results",
+        help="Stub old large tool results before compacting, when that pays (default: [compaction] clear_tool_results, else on)."
     ),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
+    redact_secrets: Optional[bool] = typer.Option(
+        None, "--redact-secrets/--no-redact-secrets",
+        help="Store known secret shapes (API keys, private keys, passwords) in the ledger as [REDACTED:…]; what the "
+        "model is sent is never changed. Default: on, unless $HITRATE_REDACT_SECRETS=0 or `redact_secrets = false` "
+        "in the config file.",
+    ),
     prices: Optional[Path] = typer.Option(
         None, "--prices", help="Price file (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, the config file's "
         "`prices`, else the shipped prices)."
@@ -96,20 +141,30 @@ def run_command(
     allow_unpriced: bool = typer.Option(
         False, "--allow-unpriced", help="Run a cloud model hitrate has no price for (a new release) instead of stopping."
     ),
+    refresh_docs: bool = typer.Option(
+        False, "--refresh-docs", help="With --resume: build requests from the current AGENTS.md, system prompt and tools "
+        "(a new cache epoch) instead of the ones the session recorded.",
+    ),
+    cache_ttl: Optional[str] = typer.Option(
+        None, "--cache-ttl", help="5m or 1h: lifetime of the cache marks on routes with Anthropic's cache (a 1h write "
+        "costs 2x input, a 5m one 1.25x; 1h pays when you pause longer than 5 minutes). Default: the config file's "
+        "`cache_ttl`, else 5m.",
+    ),
 ) -> None:
     """Run the agent on TASK in a workspace and account for every call.
 
     Streams the model's text and tool activity, then a summary: tokens read from cache, written,
     fresh and output, the hit ratio, cost, and why any call missed the cache. With --resume, TASK
     continues a recorded session and the summary counts all of its calls. Exit codes: 0 done, 1 a
-    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 130 cancelled."""
+    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 4 the model refused, 130
+    cancelled."""
     from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.defaults import default_model
+    from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.models import ModelSpecError, parse_model_spec
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
     from hitrate.harness.resume import SessionNotResumable
-    from hitrate.harness.session import SessionConfig
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
     from hitrate.tools.confine import confinement_notice
@@ -130,6 +185,10 @@ def run_command(
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
+    try:
+        timeouts = configured_timeouts(config_path(), connect_s=connect_timeout, first_byte_s=first_byte_timeout, idle_s=idle_timeout)
+    except TimeoutConfigError as exc:
+        _fail(str(exc))
     # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
     Ledger(ledger_path).close()
     try:
@@ -150,20 +209,63 @@ def run_command(
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)
     approve = _permission_hook(permissions)
-    route = _resolve(spec_text, table, sink, json_events)
+    level = _effort(effort)
+    if cache_ttl not in (None, "5m", "1h"):
+        _fail(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
+    route = _resolve(spec_text, table, sink, json_events, cache_ttl)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
         typer.echo(f"warning: cost limit cannot be enforced: {route.label} has no price", err=True)
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
-                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
-                          resume=resume, price_table=table, approve=approve)
+                          config=session_config(max_output_tokens, context_window, compact_at, compaction, clear_tool_results,
+                                                effort=level, timeouts=timeouts),
+                          resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets,
+                          refresh_head=refresh_docs)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
+
+
+def session_config(
+    max_output_tokens: int | None, context_window: int | None, compact_at: float | None, compaction: str | None,
+    clear_tool_results: bool | None, *, effort: "Effort | None" = None, timeouts: "CallTimeouts | None" = None,
+) -> "SessionConfig":
+    """The session's settings: each flag given, else the config file's `[compaction]` key, else the default."""
+    from hitrate.harness.compaction_settings import CompactionSettingsError, load_compaction_settings
+    from hitrate.harness.defaults import config_path
+    from hitrate.harness.session import SessionConfig
+
+    if compaction is not None and compaction not in ("client", "native", "off"):
+        _fail(f"--compaction {compaction!r}: use client, native or off")
+    try:
+        settings = load_compaction_settings(config_path())
+    except CompactionSettingsError as exc:
+        _fail(str(exc))
+    return SessionConfig(
+        max_output_tokens=max_output_tokens,
+        context_window=context_window if context_window is not None else settings.context_window,
+        compact_at=compact_at if compact_at is not None else settings.at,
+        compaction=compaction or settings.mode,  # type: ignore[arg-type]
+        clear_tool_results=clear_tool_results if clear_tool_results is not None else settings.clear_tool_results,
+        effort=effort,
+        **({"timeouts": timeouts} if timeouts is not None else {}),
+    )
+
+
+def _effort(flag: str | None) -> "Effort | None":
+    """--effort, else the config file's `effort`; exits with a usage error on a level that does not exist."""
+    from hitrate.harness.defaults import configured_effort
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.wire.effort import EffortError, parse_effort
+
+    try:
+        return parse_effort(flag) if flag is not None else configured_effort()
+    except (EffortError, ModelSpecError) as exc:
+        _fail(f"--effort: {exc}" if flag is not None else str(exc))
 
 
 def exit_code(result: AgentResult) -> int:
@@ -175,7 +277,9 @@ def exit_code(result: AgentResult) -> int:
     return _EXIT_FOR_STATUS.get(result.status, EXIT_ERROR)
 
 
-_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini")
+_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini", "bedrock", "vertex")
+# Routes whose models are another provider's, for the closest-name hint.
+_PRICED_AS = {"openai-chat": "openai", "openai-responses": "openai", "bedrock": "anthropic", "vertex": "anthropic"}
 
 
 def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
@@ -187,7 +291,7 @@ def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
 
     from hitrate.harness.models import ModelSpecError
 
-    provider = "openai" if spec.provider == "openai-responses" else spec.provider
+    provider = _PRICED_AS.get(spec.provider, spec.provider)
     names = sorted({n for m in table.models if m.provider == provider for n in (m.model, *m.aliases)})
     close = difflib.get_close_matches(spec.model.lower(), names, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(f'{spec.provider}/{c}' for c in close)}? " if close else ""
@@ -197,7 +301,7 @@ def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
     )
 
 
-def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool) -> Route:
+def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool, cache_ttl: str | None = None) -> Route:
     """The route for the spec; a local model says it is loading first (a load takes a while)."""
     from hitrate.harness.models import ModelSpecError
     from hitrate.harness.router import Router
@@ -205,7 +309,7 @@ def _resolve(spec_text: str, table: PriceTable, sink: EventSink, quiet: bool) ->
     if spec_text.startswith("local/") and not quiet:
         typer.echo(f"loading model {spec_text[len('local/'):]}…", err=True)
     try:
-        return Router(price_table=table).resolve(spec_text)
+        return Router(price_table=table, cache_ttl=cache_ttl).resolve(spec_text)
     except ModelSpecError as exc:
         _fail(str(exc))
 
@@ -214,11 +318,12 @@ def _pick_session(ledger_path: Path) -> str | None:
     """`--resume` without an id: list recent sessions; on a terminal, ask which one."""
     from hitrate.harness.commands.format import console, money, percent
     from hitrate.harness.commands.sessions import recent_sessions, short_id_length
+    from hitrate.harness.terminal_text import visible
     from hitrate.store.ledger import Ledger
 
     if not ledger_path.is_file():
         _fail(f"no sessions to resume: there is no ledger at {ledger_path}")
-    with Ledger(ledger_path) as ledger:
+    with Ledger(ledger_path, read_only=True) as ledger:
         sessions = recent_sessions(ledger, limit=10)
     if not sessions:
         _fail(f"no sessions to resume in {ledger_path}")
@@ -229,9 +334,9 @@ def _pick_session(ledger_path: Path) -> str | None:
         t = s.summary.totals if s.summary else None
         when = s.started_at.strftime("%Y-%m-%d %H:%M") if s.started_at else "-"
         figures = f"{t.calls} calls, {percent(t.hit_ratio)} hit, {money(t.cost_usd)}" if t else ""
-        out.print(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}", overflow="ellipsis", no_wrap=True)
+        out.print(visible(f"{i:>2}. {s.id[:n]}  {when}  {s.model or '-'}  {figures}"), overflow="ellipsis", no_wrap=True)
         if s.first_prompt:
-            out.print(f"    {s.first_prompt}", overflow="ellipsis", no_wrap=True, style="dim")
+            out.print(f"    {visible(s.first_prompt)}", overflow="ellipsis", no_wrap=True, style="dim")
     if not sys.stdin.isatty():
         out.print("continue one with: hitrate run --resume <id or its first characters> \"next instruction\"")
         return None
@@ -281,19 +386,24 @@ def _permission_hook(flag: str | None) -> "ApprovalHook":
 def run_task(route: Route, workspace: Path, task: str, *, ledger_path: Path | None, sink: EventSink,
              limits: AgentLimits, config: SessionConfig, policy: Policy | None = None,
              resume: str | None = None, price_table: PriceTable | None = None,
-             approve: ApprovalHook | None = None) -> AgentResult:
+             approve: ApprovalHook | None = None, redact_secrets: bool | None = None,
+             refresh_head: bool = False) -> AgentResult:
     """Run one task to its end in a fresh session, or in session `resume` continued from the
-    ledger; the route is closed afterwards."""
+    ledger (on the head it recorded, unless `refresh_head`); the route is closed afterwards.
+    `redact_secrets` None: the ledger's default."""
     from hitrate.harness.agent import Agent
     from hitrate.harness.session import Session
     from hitrate.store.ledger import Ledger, default_ledger_path
 
-    with Ledger(ledger_path or default_ledger_path()) as ledger:
+    with Ledger(ledger_path or default_ledger_path(), redact_secrets=redact_secrets) as ledger:
         try:
             if resume is None:
                 session = Session(route, workspace, ledger=ledger, sink=sink, config=config, price_table=price_table)
             else:
-                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table)
+                session = Session.resume(ledger, resume, route, workspace, sink=sink, config=config, price_table=price_table,
+                                         refresh_head=refresh_head)
+                if session.head_notice is not None:
+                    typer.echo(f"note: {session.head_notice}", err=True)
         except BaseException:
             route.close()
             raise
@@ -309,6 +419,11 @@ def lint_command(
     workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="The project whose prompt to check."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Check against this model's caching rules."),
     task: str = typer.Option("(lint)", "--task", help="A stand-in first user message."),
+    count_tokens: bool = typer.Option(
+        False, "--count-tokens", help="Measure the prompt with the provider's token counter (Anthropic's count_tokens, "
+        "on anthropic/ and vertex/; needs the key) instead of the bytes/4 estimate, so marks below the model's "
+        "minimum cacheable length are found on real counts.",
+    ),
 ) -> None:
     """Check the prompt hitrate would build for a workspace before sending it.
 
@@ -340,16 +455,23 @@ def lint_command(
     rules, _ = rules_for(spec)
     inputs = session_inputs(ws)
     transcript = Transcript().append(UserMessage(content=(TextBlock(text=task),)))
+    context = workspace_context(ws)
+
+    def build(counter=None):
+        projector = Projector(rules) if counter is None else Projector(rules, token_counter=counter)
+        return projector.project(model=spec.model, tools=inputs.tool_specs, system=inputs.system,
+                                 transcript=transcript, docs=inputs.docs, context=context, rules=rules)  # fmt: skip
+
     try:
-        prompt = Projector(rules).project(
-            model=spec.model, tools=inputs.tool_specs, system=inputs.system, transcript=transcript,
-            docs=inputs.docs, context=workspace_context(ws), rules=rules,
-        )
+        prompt = build()
     except ProjectionError as exc:
         _fail(f"cannot build the prompt: {exc}")
+    measured = "estimate"
+    if count_tokens:
+        measured, prompt = _counted(model, prompt, build)
     findings = lint(prompt, rules)
     width = table_width()
-    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens (estimate), "
+    out = wrap(f"lint for {spec.label}{note}: head {prompt.head_tokens:,} tokens ({measured}), "
                f"{len(prompt.breakpoints)} cache mark(s)", width)  # fmt: skip
     out.append(f"workspace: {ws}")  # never wrapped: a path is copied whole
     out += wrap(checked_line(prompt, rules, [d.path for d in inputs.docs], len(inputs.tool_specs)), width)
@@ -358,3 +480,27 @@ def lint_command(
     errors = sum(1 for f in findings if f.severity == "error")
     sys.stdout.flush()
     raise typer.Exit(1 if errors else 0)
+
+
+def _counted(spec_text: str, prompt, build):
+    """(how the tokens were measured, the prompt measured on the provider's count when it can
+    count); the estimate, with the reason, when it cannot."""
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.router import Router
+    from hitrate.harness.token_count import COUNTING_PROVIDERS, CountUnavailable, count_prompt_tokens, scaled_counter
+
+    router = Router()
+    try:
+        spec = router.parse(spec_text)
+        if spec.provider not in COUNTING_PROVIDERS:
+            return f"estimate: {spec.label} cannot count tokens (only Anthropic's API and Vertex can)", prompt
+        route = router.resolve(spec)
+    except ModelSpecError as exc:
+        return f"estimate: cannot count ({exc})", prompt
+    try:
+        real = count_prompt_tokens(route, prompt)
+    except CountUnavailable as exc:
+        return f"estimate: {exc}", prompt
+    finally:
+        route.close()
+    return f"counted by the API: {real:,} in the whole prompt", build(scaled_counter(real, prompt.total_tokens))

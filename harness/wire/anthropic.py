@@ -19,6 +19,8 @@ from typing import Any
 
 import anthropic
 
+from hitrate.harness.wire.anthropic_compaction import COMPACTION_BLOCK, betas_for, compaction_block
+from hitrate.harness.wire.effort import Effort, wire_effort
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
     BlockKey,
@@ -101,9 +103,11 @@ def _assistant_block(block: Any) -> dict[str, Any] | None:
 
 
 def render_messages_request(
-    prompt: Prompt, *, max_tokens: int, report: RenderReport | None = None
+    prompt: Prompt, *, max_tokens: int, report: RenderReport | None = None, effort: Effort | None = None,
+    effort_dialect: str = "anthropic",
 ) -> dict[str, Any]:
-    """The Messages API body for `prompt` (without `stream`)."""
+    """The Messages API body for `prompt` (without `stream`). `effort` goes out as
+    `output_config.effort` (see `wire.effort`); None leaves the model's default."""
     marks = PlannedMarks(prompt, report if report is not None else RenderReport())
 
     def mark(target: dict[str, Any], key: BlockKey) -> None:
@@ -149,6 +153,11 @@ def render_messages_request(
     if system:
         body["system"] = system
     body["messages"] = messages
+    value = wire_effort(effort_dialect, effort)
+    if value is not None:
+        # Effort bounds thinking, text and tool calls together; Claude 5-family models think
+        # adaptively by default, so no `thinking` field is needed (and manual budgets are refused).
+        body["output_config"] = {"effort": value}
     return body
 
 
@@ -168,6 +177,7 @@ class _Collected:
         entry["_text"] = [block.get("text") or block.get("thinking") or ""]
         entry["_json"] = []
         entry["_signature"] = [block.get("signature") or ""]
+        entry["_compaction"] = []
         self.blocks[index] = entry
 
     def delta(self, index: int, delta: dict[str, Any]) -> str | None:
@@ -184,6 +194,8 @@ class _Collected:
             entry["_text"].append(delta.get("thinking", ""))
         elif kind == "signature_delta":
             entry["_signature"].append(delta.get("signature", ""))
+        elif kind == "compaction_delta":
+            entry["_compaction"].append(delta)
         return None
 
     def message(self) -> AssistantMessage | None:
@@ -225,6 +237,20 @@ class _Collected:
                 content.append(ThinkingBlock(thinking="".join(entry["_text"]), signature=signature))
             elif kind == "redacted_thinking":
                 content.append(ThinkingBlock(thinking=entry.get("data", ""), redacted=True))
+            elif kind == COMPACTION_BLOCK:
+                content.append(compaction_block(entry))
+            elif kind:
+                # A block this harness does not read (server_tool_use, web_search_tool_result, ...):
+                # kept whole, as an empty text block carrying its JSON, so it goes back to this API
+                # exactly (a paused turn is continued by sending it back as it is) and nowhere else.
+                block = {k: v for k, v in entry.items() if not k.startswith("_")}
+                if entry["_json"]:
+                    try:
+                        block["input"] = json.loads("".join(entry["_json"]))
+                    except json.JSONDecodeError:
+                        pass
+                raw = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+                content.append(TextBlock(text="", native=NativeBlock(api=API, raw=raw)))
         return AssistantMessage(content=tuple(content)) if content else None
 
 
@@ -254,12 +280,20 @@ class AnthropicBackend:
         label: str | None = None,
         timeout_s: float = 600.0,
         extra_headers: dict[str, str] | None = None,
+        effort_dialect: str = "anthropic",
+        client: Any | None = None,
     ) -> None:
+        """`client`: an SDK client built elsewhere that speaks this API under another transport
+        (`AnthropicBedrock`, `AnthropicVertex`: `hitrate.harness.route_clients`), made with
+        `max_retries=0`; None builds `anthropic.Anthropic` from the key and base URL."""
         self.model = model
+        self.effort: Effort | None = None
+        self.effort_dialect = effort_dialect
+        """"anthropic", or "none" for a server whose models do not reason (the bundled engine)."""
         self.label = label or f"anthropic/{model}"
         self.base_url = base_url or DEFAULT_BASE_URL
         # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
-        self._client = anthropic.Anthropic(
+        self._client = client if client is not None else anthropic.Anthropic(
             api_key=api_key,
             base_url=self.base_url,
             max_retries=0,
@@ -268,6 +302,9 @@ class AnthropicBackend:
         )
         self.last_report: RenderReport | None = None
         self._inflight = InFlight()
+        self.context_management: dict[str, Any] | None = None
+        """Server-side context management to ask for on every call (`anthropic_compaction`);
+        None: none, and the plain (non-beta) Messages endpoint."""
         self.prewarm_refused = False
         """Set for good once the server refused a `max_tokens: 0` pre-warm (`prewarm` then streams
         one token instead)."""
@@ -278,6 +315,13 @@ class AnthropicBackend:
     def abort(self) -> None:
         """Stop the calls open now (another thread's user pressed cancel)."""
         self._inflight.abort()
+
+    def _render(self, prompt: Prompt, max_tokens: int, report: RenderReport) -> dict[str, Any]:
+        # A pre-warm carries the same effort as the calls it keeps warm: thinking settings are part
+        # of what a cached message prefix was written under.
+        return render_messages_request(
+            prompt, max_tokens=max_tokens, report=report, effort=self.effort, effort_dialect=self.effort_dialect
+        )
 
     def prewarm(self, prompt: Prompt) -> CallResult:
         """Read (and so refresh) or write the cache entries of `prompt` without generating: the body
@@ -290,7 +334,7 @@ class AnthropicBackend:
         if self.prewarm_refused:
             return self.call(prompt, max_tokens=1)
         report = RenderReport()
-        body = render_messages_request(prompt, max_tokens=0, report=report)
+        body = self._render(prompt, 0, report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
 
@@ -301,7 +345,7 @@ class AnthropicBackend:
 
         try:
             with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id", refine=refine) as call:
-                message = self._client.messages.create(**body)
+                message = self._client.messages.create(**body, **call.timeout)
                 call.check()
         except _PrewarmRefused:
             self.prewarm_refused = True
@@ -323,9 +367,17 @@ class AnthropicBackend:
             streamed=False,
         )
 
+    def _open_stream(self, body: dict[str, Any], timeout: dict[str, Any]) -> Any:
+        # Server-side compaction is a beta: the beta endpoint knows its fields and block types.
+        if "context_management" in body:
+            return self._client.beta.messages.create(
+                **body, betas=betas_for(body["context_management"]), stream=True, **timeout
+            )
+        return self._client.messages.create(**body, stream=True, **timeout)
+
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
-        body = render_messages_request(prompt, max_tokens=max_tokens, report=report)
+        body = self._render(prompt, max_tokens, report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
         start_usage: dict[str, Any] = {}
@@ -333,9 +385,14 @@ class AnthropicBackend:
         stop_raw: str | None = None
         model = prompt.model
         response_id: str | None = None
+        stop_details: dict[str, Any] | None = None
         collected = _Collected()
-        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
-            for event in call.events(self._client.messages.create(**body, stream=True)):
+        if self.context_management is not None:
+            body["context_management"] = self.context_management
+        # Anthropic's stream ends with `message_stop` (streaming docs): without it the reply is not whole.
+        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id",
+                          last_event="message_stop") as call:
+            for event in call.events(self._open_stream(body, call.timeout)):
                 kind = event.type
                 if kind == "message_start":
                     message = event.message
@@ -354,6 +411,12 @@ class AnthropicBackend:
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     delta_usage = as_raw_usage(getattr(event, "usage", None))
+                    call.partial_usage = {**start_usage, **delta_usage}
+                    # A refusal says why in `stop_details` (category, explanation) on this event.
+                    details = _dict(event.delta).get("stop_details")
+                    stop_details = details if isinstance(details, dict) else stop_details
+                elif kind == "message_stop":
+                    call.end()
         # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
         raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return call.result(
@@ -365,4 +428,5 @@ class AnthropicBackend:
             model=model,
             response_id=response_id,
             request_body=body,
+            stop_details=stop_details,
         )

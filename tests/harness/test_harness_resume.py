@@ -68,10 +68,11 @@ def test_the_transcript_is_stored_entry_by_entry_and_reads_back_byte_exact(works
     Agent(session, limits=LIMITS).run("What does add do?")
 
     entries = ledger.messages(session.id)
-    # The prompt, the context sent with it, the reply with its tool call, the tool result, the answer.
-    assert [e.kind for e in entries] == ["user", "context", "assistant", "user", "assistant"]
+    # The prompt, the head its request was built from (once it was accepted), the context sent with
+    # it, the reply with its tool call, the tool result, the answer.
+    assert [e.kind for e in entries] == ["user", "head", "context", "assistant", "user", "assistant"]
     stored = read_transcript(entries)
-    assert stored.transcript == session.transcript and stored.next_seq == 5
+    assert stored.transcript == session.transcript and stored.next_seq == 6
     # The tool call's argument text is kept as the model wrote it (two spaces), so the stored
     # transcript projects to the very same bytes.
     assert stored.transcript.messages[1].tool_calls[0].arguments == '{"path":  "calc.py"}'
@@ -119,21 +120,46 @@ def test_first_call_after_a_long_gap_is_explained_as_ttl_expired(workspace, ledg
     assert rows[1].started_at == T0 + timedelta(hours=2) and rows[1].miss_tokens > 0
 
 
-def test_a_head_changed_since_the_session_was_saved_starts_an_epoch_and_is_the_miss_reason(workspace, ledger):
+def test_a_head_changed_since_the_session_was_saved_is_frozen_and_said(workspace, ledger):
     clock = Clock()
-    route = scripted_route([{"text": "Read it."}, {"text": "Noted.", "evicted": True}], rules=RULES)
+    route = scripted_route([{"text": "Read it."}, {"text": "Noted."}], rules=RULES)
     first = open_session(route, workspace, ledger, clock)
     Agent(first, limits=LIMITS).run("read AGENTS.md")
     (workspace / "AGENTS.md").write_text("Run `pytest -q` to check.\n")  # edited between the two sittings
 
     events = EventList()
     again = resume(first.id, route, ledger, clock, events)
+    assert again.head_notice is not None and "the project docs (AGENTS.md) changed" in again.head_notice
+    assert "--refresh-docs" in again.head_notice
+    Agent(again, limits=LIMITS).run("again")
+    assert not events.of(EpochStarted)  # the recorded head, byte for byte: no new epoch
+    first_prompt, last_prompt = route.backend.prompts[0], route.backend.prompts[-1]
+    assert last_prompt.docs == first_prompt.docs and "pytest -q" not in last_prompt.docs
+    assert last_prompt.section_hashes()[:3] == first_prompt.section_hashes()[:3]
+    assert ledger.calls(session_id=first.id)[-1].miss_reason is None
+
+
+def test_refreshing_the_head_on_resume_starts_an_epoch_and_is_the_miss_reason(workspace, ledger):
+    clock = Clock()
+    route = scripted_route([{"text": "Read it."}, {"text": "Noted.", "evicted": True}], rules=RULES)
+    first = open_session(route, workspace, ledger, clock)
+    Agent(first, limits=LIMITS).run("read AGENTS.md")
+    (workspace / "AGENTS.md").write_text("Run `pytest -q` to check.\n")
+
+    events = EventList()
+    again = Session.resume(ledger, first.id, route, sink=events, context=fixed_context, clock=clock,
+                           sleep=lambda s: None, refresh_head=True)
+    assert again.head_notice is None
     Agent(again, limits=LIMITS).run("again")
     (epoch,) = events.of(EpochStarted)
-    assert epoch.number == 1 and epoch.changes == ["docs"] and "project docs changed since the session was saved" in epoch.reason
+    assert epoch.number == 1 and epoch.changes == ["docs"] and "refreshed on resume: the project docs (AGENTS.md)" in epoch.reason
+    assert "pytest -q" in route.backend.prompts[-1].docs
     row = ledger.calls(session_id=first.id)[-1]
     assert row.miss_reason == "prefix_changed(docs, changed since the session was saved)"
     assert [e.number for e in again.epochs] == [0, 1] and again.epoch_of_call[row.id] == 1
+    # The new head is recorded: a later resume goes on from it.
+    later = resume(first.id, route, ledger, clock)
+    assert later.head_notice is None and "pytest -q" in later.inputs.docs
 
 
 def test_model_switch_is_stored_and_epochs_are_restored(workspace, ledger):

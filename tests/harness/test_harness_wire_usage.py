@@ -65,15 +65,16 @@ def test_openai_chat_usage_by_dialect(fake_server, base, usage, expected):
         assert u.reasoning == 100 and u.output == 300  # reasoning is a subset, never added
 
 
-def test_quirks_come_from_the_host_not_the_model_name():
+def test_quirks_follow_the_provider_named_not_the_model_name_or_host():
     vllm = parse_model_spec("openai-compat/deepseek-coder@http://127.0.0.1:8000/v1", env={})
     assert vllm.quirks.usage_dialect == "openai_compat"
-    gateway = parse_model_spec("deepseek/deepseek-flash", env={})
-    assert gateway.quirks.usage_dialect == "deepseek"
+    gateway = parse_model_spec("deepseek/deepseek-flash", env={"DEEPSEEK_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert gateway.quirks.usage_dialect == "deepseek" and gateway.base_url == "http://127.0.0.1:9/v1"
     openai_default = parse_model_spec("openai/gpt-5.6", env={})
     assert openai_default.quirks.send_prompt_cache_key and openai_default.quirks.max_tokens_field == "max_completion_tokens"
+    # A gateway in front of OpenAI (LiteLLM, a corporate proxy) keeps OpenAI's semantics.
     redirected = parse_model_spec("openai/gpt-5.6", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
-    assert not redirected.quirks.send_prompt_cache_key
+    assert redirected.quirks == openai_default.quirks
 
 
 def test_stream_without_usage_is_unknown_not_zero(fake_server):

@@ -1,4 +1,4 @@
-"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /clear,
+"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /effort, /clear,
 /resume, /approve, and bad input."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hitrate.tui.conversation import AssistantText, NoticeLine, UserPrompt
 from hitrate.tui.dialogs import ConfirmScreen
 from hitrate.tui.status import StatusLine
 
-OPUS = "anthropic/claude-opus-4-7"
+OPUS = "anthropic/claude-opus-4-6"
 
 
 def notices(app) -> list[str]:
@@ -51,8 +51,8 @@ async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, le
         warning = notices(app)[-1]
         assert "starts a new cache epoch" in warning
         assert f"{prompt_tokens / 1000:.1f}k-token prefix" in warning
-        # The 1.6k-token prefix is below opus's 2,048-token minimum: no cache write is promised.
-        assert "fresh input: below its 2,048-token cache minimum" in warning and "extra for the switch: ≈ $" in warning
+        # The 2.6k-token prefix is below opus 4.6's 4,096-token minimum: no cache write is promised.
+        assert "fresh input: below its 4,096-token cache minimum" in warning and "extra for the switch: ≈ $" in warning
         # Declining keeps the model.
         await pilot.press("n")
         await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the dialog to close")
@@ -63,13 +63,13 @@ async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, le
         await pilot.press("y")
         await wait_until(pilot, lambda: app.link.model_label == OPUS and not app.busy, "the switch")
         assert "new cache epoch" in notices(app)[-1]
-        assert "claude-opus-4-7" in app.query_one(StatusLine).full_text
+        assert "claude-opus-4-6" in app.query_one(StatusLine).full_text
         assert "nothing cached yet" in app.query_one(StatusLine).full_text
 
         await one_turn(pilot, "again", 2)
         assert any(n.startswith("cache epoch 1: model switched by the user") for n in notices(app))
         rows = ledger.calls(session_id=app.link.session_id)
-        assert [r.model for r in rows] == ["claude-sonnet-4-6", "claude-opus-4-7"]
+        assert [r.model for r in rows] == ["claude-sonnet-4-6", "claude-opus-4-6"]
         assert rows[1].miss_reason == "model_changed"
         bar = app.query(CallBar).last().render().plain
         assert "✗ model_changed" in bar
@@ -207,3 +207,40 @@ async def test_compact_summarizes_the_history_and_goes_on(make_app, ledger):
         assert app.link.session.transcript.messages[0].content[0].text.endswith("both are answered.")
         await one_turn(pilot, "third question", 4)
         assert ledger.calls()[-1].miss_reason == "compacted"
+
+
+async def test_effort_switch_asks_every_later_call_and_starts_an_epoch(make_app):
+    app = make_app({SPEC: [{"text": "One."}, {"text": "Two."}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "hello", 1)
+        await submit(pilot, "/effort")
+        await pilot.pause()
+        assert notices(app)[-1].startswith("effort: the model default")
+        await submit(pilot, "/effort high")
+        await pilot.pause()
+        assert "effort default -> high from the next call: a new cache epoch" in notices(app)[-1]
+        assert app.link.effort == "high" and app.link.session.route.backend.effort == "high"
+        await one_turn(pilot, "again", 2)
+        assert any("cache epoch 1: effort changed by the user: effort default -> high" in n for n in notices(app))
+        await submit(pilot, "/effort ultra")
+        await pilot.pause()
+        assert "usage: /effort [low|medium|high|max|default]" in notices(app)[-1]
+        await submit(pilot, "/effort default")
+        await pilot.pause()
+        assert app.link.effort is None
+
+
+async def test_refresh_reads_the_project_docs_again_as_a_new_epoch(make_app, workspace):
+    app = make_app({SPEC: [{"text": "One."}, {"text": "Two."}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "hello", 1)
+        await submit(pilot, "/refresh")
+        await pilot.pause()
+        assert notices(app)[-1] == "the project docs, system prompt and tools are as the session has them"
+        (workspace / "AGENTS.md").write_text("Run `pytest -q` before you finish.\n")
+        await submit(pilot, "/refresh")
+        await pilot.pause()
+        assert notices(app)[-1] == "refreshed the project docs (AGENTS.md): the next request starts a new cache epoch"
+        await one_turn(pilot, "again", 2)
+        assert any("refreshed by the user: the project docs (AGENTS.md)" in n for n in notices(app))
+        assert "pytest -q" in app.link.session.inputs.docs[0].text
