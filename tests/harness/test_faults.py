@@ -141,7 +141,11 @@ def test_kill_9_during_a_call_leaves_the_row_marked_interrupted(fake_server, wor
         assert row.usage.prompt_tokens is None  # unknown, never 0
         totals = ledger.totals()
         assert totals.interrupted_calls == 1 and totals.failed_calls == 1
-    one_row_per_request(fake_server, Ledger(db))
+        one_row_per_request(fake_server, ledger)
+    shown = CliRunner().invoke(app, ["ledger", "--db", str(db)], env={"COLUMNS": "200"})
+    assert "1 (1✗) (1?)" in shown.output and "n?: calls never completed" in shown.output
+    listed = CliRunner().invoke(app, ["ledger", "--db", str(db), "--calls", row.session_id], env={"COLUMNS": "200"})
+    assert " interrupted " in listed.output and "the process ended before this call finished" in listed.output
 
 
 class FillingDisk:
