@@ -461,3 +461,17 @@ def test_whatever_fails_every_request_is_exactly_one_row(wire, faults, workspace
             assert len(result.summary.model_dump()) and result.summary.failed_calls == sum(1 for r in rows if r.error)
     finally:
         server.stop()
+
+
+def test_server_that_went_away_is_a_row_per_attempt(workspace, ledger):
+    server = FakeLLMServer().start()
+    spec, env = ANTHROPIC
+    route = Router(env={k: v.format(url=server.url) for k, v in env.items()}).resolve(spec)
+    server.stop()  # the server goes away after the run started: connections are refused
+    session = Session(route, workspace, ledger=ledger, context=fixed_context, sleep=lambda s: None,
+                      config=SessionConfig(retry=RetryPolicy(max_attempts=3, base_delay_s=0)))
+    result = Agent(session).run("go")
+    assert result.status == "error" and result.error_kind == "connection"
+    rows = ledger.calls()
+    # No request reached a server, but three were attempted: three rows, each saying why.
+    assert [r.attempt for r in rows] == [1, 2, 3] and all("could not reach the server" in r.error for r in rows)
