@@ -257,16 +257,16 @@ def test_stream_line_that_is_not_json_is_a_retried_broken_call_with_its_row(wire
 
 
 def test_stream_line_that_is_not_json_prints_no_traceback(fake_server, workspace, tmp_path):
-    fake_server.push(*[Broken(Reply(text="hello there"), garbage=GARBAGE["anthropic"], at=3)] * 6)
+    fake_server.push(Broken(Reply(text="hello there"), garbage=GARBAGE["anthropic"], at=3), Reply(text="all good"))
     db = tmp_path / "l.db"
-    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url}
     result = subprocess.run([*HITRATE, "run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)],
-                            env={**cli_env(fake_server), **env}, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1, result.stderr
-    assert "Traceback" not in result.stdout + result.stderr and "not JSON" in result.stdout + result.stderr
+                            env=cli_env(fake_server), capture_output=True, text=True, timeout=120)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "Traceback" not in out and "not JSON" in out and "all good" in out
     with Ledger(db) as ledger:
         one_row_per_request(fake_server, ledger)
-        assert len(ledger.calls()) == 6
+        assert len(ledger.calls()) == 2
 
 
 # ---- errors sent inside a stream that began with 200 ---------------------------------------------
