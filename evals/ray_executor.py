@@ -29,7 +29,7 @@ from typing import Any
 
 from hitrate.evals.attempt import RunContext, TaskAttempt, TaskJob, TaskResult
 from hitrate.evals.merge import merge_ledgers
-from hitrate.evals.runner import EvalError, EvalRun, QuietObserver, RunObserver, final_status, prepare_run
+from hitrate.evals.runner import EvalError, EvalRun, QuietObserver, RunObserver, RunPlan, final_status, prepare_run
 from hitrate.evals.settings import EvalSettings, RouterRoutes
 from hitrate.harness.events import CallRecorded
 from hitrate.harness.local_backend import LocalEngineServer
@@ -159,6 +159,19 @@ def run_eval_ray(
     observer = observer or QuietObserver()
     user_cancel = cancel or threading.Event()
     plan = prepare_run(db_path, settings, resume, run_id)
+    settings, run = plan.settings, plan.run
+    try:
+        return _execute(ray, plan, db_path, address, retries, observer, user_cancel)
+    except BaseException as exc:
+        # The run's row says it did not finish; `--resume` picks it up.
+        with Ledger(db_path) as ledger:
+            ledger.finish_run(run.id, status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+
+
+def _execute(
+    ray: Any, plan: RunPlan, db_path: Path, address: str | None, retries: int, observer: RunObserver, user_cancel: threading.Event
+) -> EvalRun:
     settings, run = plan.settings, plan.run
     if plan.jobs and parse_model_spec(settings.model).wire != "local_engine":
         # A missing key or an unreachable server is one clear error here, not one per task.

@@ -43,3 +43,22 @@ def test_shards_merge_from_bytes_idempotently_and_finished_rows_win(tmp_path):
         assert (row.id, row.outcome, row.detail) == ("row-1", "pass", {"n": 2})
         assert ledger.get_run(run_id).config == config
     assert not folder.exists()
+
+
+def test_a_driver_that_breaks_leaves_its_run_marked_failed(tmp_path, monkeypatch):
+    import pytest
+
+    pytest.importorskip("ray")
+    from hitrate.evals import ray_executor
+    from hitrate.evals.settings import EvalSettings
+    from hitrate.evals.task import bundled_suite_path
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the cluster went away")
+
+    monkeypatch.setattr(ray_executor, "_execute", broken)
+    settings = EvalSettings(suite=str(bundled_suite_path()), model="openai-compat/fake@http://127.0.0.1:9/v1", policy="replay", task_ids=["roman-parse"])
+    with pytest.raises(RuntimeError, match="went away"):
+        ray_executor.run_eval_ray(settings, db_path=tmp_path / "runs.db", run_id="01broken00000000000000000000000001")
+    with Ledger(tmp_path / "runs.db") as ledger:
+        assert ledger.get_run("01broken00000000000000000000000001").status == "failed"
