@@ -84,22 +84,28 @@ class NaiveAssembler:
         self._count = token_counter
         self._epochs: list[Epoch] = []
         self._identity: str | None = None
-        self._last: tuple[str, tuple[str, str, str]] | None = None
+        self._last: tuple[str, tuple[str, str, str], str | None] | None = None
 
     @property
     def epochs(self) -> tuple[Epoch, ...]:
         return tuple(self._epochs)
 
-    def _epoch(self, model: str, tools: Sequence[ToolSpec], template: str, docs: str, reason: str | None) -> tuple[Epoch, bool]:
+    def _epoch(
+        self, model: str, tools: Sequence[ToolSpec], template: str, docs: str, reason: str | None, effort: str | None
+    ) -> tuple[Epoch, bool]:
         # An epoch is a stretch with one model, tool set, system template and docs. The environment
         # block is left out on purpose: it changes on every request, which is the layout's point,
         # not a change of configuration.
         dumped = [t.model_dump(mode="json") for t in tools]
-        identity = chain_hash("0" * 64, canonical_json([model, dumped, template, docs]).encode("utf-8"))
+        identity = chain_hash("0" * 64, canonical_json([model, dumped, template, docs, effort]).encode("utf-8"))
         head = (canonical_json(dumped), template, docs)
         if self._identity == identity and self._epochs:
             return self._epochs[-1], False
-        changes, parts = head_changes(self._last[0], model, self._last[1], head, chained=False) if self._last else ([], [])
+        changes, parts = (
+            head_changes(self._last[0], model, self._last[1], head, chained=False, before_effort=self._last[2], after_effort=effort)
+            if self._last
+            else ([], [])
+        )
         described = "; ".join(parts) if parts else "session start"
         epoch = Epoch(
             number=len(self._epochs),
@@ -110,7 +116,7 @@ class NaiveAssembler:
         )
         self._epochs.append(epoch)
         self._identity = identity
-        self._last = (model, head)
+        self._last = (model, head, effort)
         return epoch, True
 
     def project(
@@ -124,6 +130,7 @@ class NaiveAssembler:
         context: Mapping[str, str] | None = None,
         rules: CacheRules | None = None,
         epoch_reason: str | None = None,
+        effort: str | None = None,
     ) -> Prompt:
         """The next request in the naive layout; same arguments as `Projector.project`."""
         check_request(model, transcript)
@@ -145,7 +152,7 @@ class NaiveAssembler:
                 parent = chain(body, kind="history", index=len(sections) - 3, stability="turn", parent=parent, message_index=i)
                 sections.append(parent)
 
-        epoch, started = self._epoch(model, ordered, template, docs_text, epoch_reason)
+        epoch, started = self._epoch(model, ordered, template, docs_text, epoch_reason, effort)
         return Prompt.model_construct(
             sections=tuple(sections),
             breakpoints=(),

@@ -18,6 +18,7 @@ from typing import Callable
 import platformdirs
 
 from hitrate.harness.models import ModelSpecError
+from hitrate.harness.wire.effort import EFFORTS, Effort, EffortError, parse_effort
 
 ENV_MODEL = "HITRATE_MODEL"
 ENV_CONFIG = "HITRATE_CONFIG"
@@ -58,15 +59,33 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     return Path(platformdirs.user_config_dir("hitrate", appauthor=False)) / "config.toml"
 
 
-def configured_model(env: dict[str, str] | None = None) -> str | None:
-    """The `model` key of the config file, if the file exists and sets it."""
+def _config_data(env: dict[str, str] | None) -> tuple[Path, dict]:
     path = config_path(env)
     if not path.is_file():
-        return None
+        return path, {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise ModelSpecError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def configured_effort(env: dict[str, str] | None = None) -> Effort | None:
+    """The `effort` key of the config file (low, medium, high or max), if the file sets it."""
+    path, data = _config_data(env)
+    value = data.get("effort")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ModelSpecError(f"config file {path}: `effort` must be one of {', '.join(EFFORTS)}")
+    try:
+        return parse_effort(value)
+    except EffortError as exc:
+        raise ModelSpecError(f"config file {path}: {exc}") from exc
+
+
+def configured_model(env: dict[str, str] | None = None) -> str | None:
+    """The `model` key of the config file, if the file exists and sets it."""
+    path, data = _config_data(env)
     model = data.get("model")
     if model is not None and not isinstance(model, str):
         raise ModelSpecError(f"config file {path}: `model` must be a string like \"anthropic/claude-sonnet-5\"")

@@ -41,8 +41,8 @@ class SessionEpochs:
         """The epoch number of each recorded call."""
         self._base = 0
         """Added to the projector's numbers (the epochs before a resume are not the projector's)."""
-        self._resumed: tuple[str, tuple[str, ...]] | None = None
-        """(model, head hashes) of the last stored request, until the first new one is compared."""
+        self._resumed: tuple[str, tuple[str, ...], str | None] | None = None
+        """(model, head hashes, effort) of the last stored request, until the first new one is compared."""
 
     @classmethod
     def restored(
@@ -50,6 +50,7 @@ class SessionEpochs:
         calls: Sequence[CallRecord],
         labels: Mapping[str, str] | None = None,
         switches: Sequence[tuple[str, str]] = (),
+        effort: str | None = None,
     ) -> "SessionEpochs":
         """The epochs of a stored session's calls (in the order they were made). `labels` gives the
         model spec of a wire model name, and `switches` the (wire model name, reason) of each stored
@@ -84,17 +85,19 @@ class SessionEpochs:
                 model, head = call.model, call_head
             epochs.by_call[call.id] = max(0, len(epochs.lines) - 1)
         if model is not None:
-            epochs._resumed = (model, head)
+            epochs._resumed = (model, head, effort)
         return epochs
 
-    def view(self, prompt: Prompt, reason: str | None) -> EpochView:
-        """The session-wide epoch of `prompt` (just projected); `reason` is why an epoch may start."""
+    def view(self, prompt: Prompt, reason: str | None, effort: str | None = None) -> EpochView:
+        """The session-wide epoch of `prompt` (just projected, asking for `effort`); `reason` is why
+        an epoch may start."""
         if self._resumed is not None:
-            model, head = self._resumed
+            model, head, stored_effort = self._resumed
             self._resumed = None
             count = len(self.lines)
-            changes, parts = head_changes(model, prompt.model, head, prompt.section_hashes()[:HEAD_SECTIONS], chained=True)
-            if changes and changes[-1] != "model":
+            changes, parts = head_changes(model, prompt.model, head, prompt.section_hashes()[:HEAD_SECTIONS], chained=True,
+                                          before_effort=stored_effort, after_effort=effort)
+            if changes and changes[-1] not in ("model", "effort"):
                 parts[-1] += " since the session was saved"
             if not changes:
                 self._base = count - 1 - prompt.epoch.number

@@ -1,7 +1,10 @@
 """Model specs: one syntax for choosing a backend and a model.
 
     anthropic/<model>                 Anthropic Messages API (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)
-    openai/<model>                    OpenAI Chat Completions (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai/<model>                    OpenAI: the Responses API for gpt-5.6 and later (it keeps reasoning
+                                      across tool calls), Chat Completions for earlier models
+                                      (OPENAI_API_KEY, OPENAI_BASE_URL)
+    openai-chat/<model>               OpenAI Chat Completions, whatever the model
     openai-responses/<model>          OpenAI Responses API, stateless: store=false, full input every
                                       request (OPENAI_API_KEY, OPENAI_BASE_URL)
     deepseek/<model>                  DeepSeek over its OpenAI-compatible API (DEEPSEEK_API_KEY)
@@ -18,10 +21,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict
+
+from hitrate.harness.wire.effort import EffortDialect
 
 WireApi = Literal["anthropic_messages", "openai_chat", "openai_responses", "local_engine"]
 UsageDialect = Literal["anthropic", "openai", "deepseek", "gemini_openai", "openai_compat"]
@@ -45,6 +51,12 @@ class Quirks(BaseModel):
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     """OpenAI's own API rejects `max_tokens` on reasoning models and wants `max_completion_tokens`;
     self-hosted servers and DeepSeek only reliably know `max_tokens`."""
+    effort_dialect: EffortDialect = "openai_compat"
+    """Which request field carries `--effort`, with which values (the table in `wire.effort`)."""
+    reasoning_on_tool_turns: bool = False
+    """DeepSeek's thinking mode answers 400 unless every assistant turn with tool calls carries
+    `reasoning_content` back, an empty one included (api-docs.deepseek.com/guides/thinking_mode,
+    "Tool calls")."""
 
 
 class ModelSpec(BaseModel):
@@ -94,7 +106,24 @@ _KEY_ENV = {
     "gemini": "GEMINI_API_KEY",
 }
 
-PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini", "openai-compat", "local")
+PROVIDERS = ("anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini", "openai-compat", "local")
+
+RESPONSES_FROM = (5, 6)
+"""From this GPT version on, `openai/<model>` uses the Responses API: on Chat Completions a
+reasoning model's reasoning is dropped between tool calls (nothing in a Chat message can carry it),
+while Responses returns it as an encrypted item to send back (OpenAI reasoning guide, "Keeping
+reasoning items in context"). `openai-chat/<model>` keeps Chat Completions."""
+
+
+def openai_default_wire(model: str) -> WireApi:
+    """The wire `openai/<model>` uses: Responses for gpt-<major>.<minor> at or after RESPONSES_FROM
+    (gpt-5.6, gpt-6-sol, gpt-6.1-sol, ...), Chat Completions for everything else (gpt-5.5, gpt-4.1,
+    o3, fine-tunes, names this rule does not know)."""
+    match = re.match(r"gpt-(\d+)(?:\.(\d+))?(?:$|-)", model.lower())
+    if match is None:
+        return "openai_chat"
+    version = (int(match.group(1)), int(match.group(2) or 0))
+    return "openai_responses" if version >= RESPONSES_FROM else "openai_chat"
 
 MODEL_ALIASES: dict[str, str] = {
     "sonnet": "anthropic/claude-sonnet-5",
@@ -114,12 +143,13 @@ def quirks_for_openai_base_url(base_url: str) -> Quirks:
     """Pick usage fields and request extras from the server's host."""
     host = (urlparse(base_url).hostname or "").lower()
     if host == "api.openai.com":
-        return Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens")
+        return Quirks(usage_dialect="openai", send_prompt_cache_key=True, max_tokens_field="max_completion_tokens",
+                      effort_dialect="openai")
     if host.endswith("deepseek.com"):
         # DeepSeek reports prompt_cache_hit_tokens / prompt_cache_miss_tokens, not prompt_tokens_details.
-        return Quirks(usage_dialect="deepseek")
+        return Quirks(usage_dialect="deepseek", effort_dialect="deepseek", reasoning_on_tool_turns=True)
     if host == "generativelanguage.googleapis.com":
-        return Quirks(usage_dialect="gemini_openai")
+        return Quirks(usage_dialect="gemini_openai", effort_dialect="gemini")
     # vLLM / SGLang / llama.cpp / hitrate serve: cached_tokens only when the server was started with
     # the reporting flag, so an absent field means unknown.
     return Quirks(usage_dialect="openai_compat")
@@ -151,17 +181,17 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
             wire="anthropic_messages",
             base_url=base,
             api_key_env=_KEY_ENV["anthropic"],
-            quirks=Quirks(usage_dialect="anthropic"),
+            quirks=Quirks(usage_dialect="anthropic", effort_dialect="anthropic"),
         )
-    if provider in ("openai", "deepseek", "gemini"):
-        override = env.get("OPENAI_BASE_URL") if provider == "openai" else None
-        base = override or _DEFAULT_BASE[provider]
+    if provider in ("openai", "openai-chat", "deepseek", "gemini"):
+        override = env.get("OPENAI_BASE_URL") if provider in ("openai", "openai-chat") else None
+        base = override or _DEFAULT_BASE["openai" if provider == "openai-chat" else provider]
         return ModelSpec(
             provider=provider,
             model=rest,
-            wire="openai_chat",
+            wire=openai_default_wire(rest) if provider == "openai" else "openai_chat",
             base_url=base,
-            api_key_env=_KEY_ENV[provider],
+            api_key_env=_KEY_ENV["openai" if provider == "openai-chat" else provider],
             quirks=quirks_for_openai_base_url(base),
         )
     if provider == "openai-responses":

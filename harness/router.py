@@ -149,7 +149,8 @@ class Router:
             server = self.local_factory(parsed.model)
             url = server.start()
             backend: Backend = AnthropicBackend(
-                model=parsed.model, api_key="local", base_url=url, label=parsed.label, timeout_s=self.timeout_s
+                model=parsed.model, api_key="local", base_url=url, label=parsed.label, timeout_s=self.timeout_s,
+                effort_dialect="none",  # the bundled engine's models do not reason on request
             )
             return Route(spec=parsed, backend=backend, rules=rules, explain_rules=explain, local=server)
         key = parsed.api_key(self.env)

@@ -45,9 +45,11 @@ from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
 from hitrate.harness.price_source import configured_price_table
 from hitrate.harness.resume import (
+    INTERRUPTED_TOOL_RESULT,
     PreviousRequest,
     SessionNotResumable,
     explain_against,
+    interrupted_tool_results,
     session_cache,
     load_session,
     previous_request,
@@ -58,9 +60,12 @@ from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
-from hitrate.harness.session_record import SessionRecording
+from hitrate.harness.session_record import Answered, SessionRecording
+from hitrate.harness.session_turns import SessionTurns, effort_miss
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
+from hitrate.harness.wire.effort import Effort
+from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -68,12 +73,12 @@ from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
 from hitrate.tools.base import ApprovalHook, ToolContext
 
-__all__ = ["Cancelled", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
+__all__ = ["Cancelled", "INTERRUPTED_TOOL_RESULT", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
 
 NO_REPLY_NOTE = "(no reply)"
 """The assistant turn standing for a reply that never came, when the next user turn follows."""
@@ -90,7 +95,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction):
+class Session(SessionRecording, SessionCompaction, SessionTurns):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -124,6 +129,8 @@ class Session(SessionRecording, SessionCompaction):
             model_spec=route.label,
         )
         self._start(record.id, Transcript(), TranscriptLog(ledger, record.id))
+        if self.effort is not None:
+            self._log.effort(self.effort, "session start")
 
     @classmethod
     def resume(
@@ -160,9 +167,18 @@ class Session(SessionRecording, SessionCompaction):
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
         session.records = list(enumerate(stored.calls, start=1))
+        stored_effort = stored.stored.effort
         session._epochs = SessionEpochs.restored(
-            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored)
+            stored.calls, spec_labels([record.model_spec, *stored.stored.model_specs]), stored_switches(stored.stored),
+            effort=stored_effort,
         )
+        if config.effort is None:
+            # No effort asked for: the session goes on with the one it had.
+            session.effort = stored_effort  # type: ignore[assignment]
+            route.backend.effort = session.effort
+        elif config.effort != stored_effort:
+            session._log.effort(config.effort, "resumed")
+            session._epoch_reason = f"resumed with effort {config.effort} (was {stored_effort or 'default'})"
         last_ok = next((c for c in reversed(stored.calls) if c.error is None), None)
         if last_ok is not None:
             inputs_ = session.inputs
@@ -206,6 +222,9 @@ class Session(SessionRecording, SessionCompaction):
         self.clock = clock
         self._context = context or (lambda: workspace_context(self.workspace))
         self.tool_context = ToolContext(workspace=self.workspace, approve=approve)
+        self.effort: Effort | None = self.config.effort
+        """The reasoning effort every call asks for; `set_effort` changes it (a new epoch)."""
+        route.backend.effort = self.effort
 
     def _start(self, session_id: str, transcript: Transcript, log: TranscriptLog) -> None:
         self.id = session_id
@@ -262,7 +281,12 @@ class Session(SessionRecording, SessionCompaction):
     def _append(self, message: UserMessage | AssistantMessage) -> None:
         """Add a message to the transcript and store it in the ledger."""
         transcript = self.transcript.append(message)  # checks the conversation rules first
-        self._log.message(message)
+        try:
+            self._log.message(message)
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.transcript = transcript  # kept in the ledger's spool: the entry is not lost
+            raise
         self.transcript = transcript
 
     def add_user_message(self, text: str) -> None:
@@ -274,7 +298,8 @@ class Session(SessionRecording, SessionCompaction):
         if not text.strip():
             raise ValueError("a user message needs some text")
         self.close_open_turn(NO_REPLY_NOTE)
-        self._append(UserMessage(content=(TextBlock(text=text),)))
+        # Tool calls a killed process left unanswered are answered as interrupted, in this same turn.
+        self._append(UserMessage(content=(*interrupted_tool_results(self.transcript), TextBlock(text=text))))
 
     def close_open_turn(self, note: str) -> bool:
         """End a turn that stopped before the model answered (it was cancelled, failed, or a limit
@@ -293,6 +318,7 @@ class Session(SessionRecording, SessionCompaction):
             return
         self.route.close()
         self.route = route
+        route.backend.effort = self.effort
         self._epoch_reason = reason
         self._log.model(route.label, reason)
 
@@ -305,7 +331,8 @@ class Session(SessionRecording, SessionCompaction):
     # ------------------------------------------------------------------ one model call
 
     def _project(self) -> Prompt:
-        context = {**self._context(), **self.extra_context}
+        # Context goes only onto a newest user turn: a paused turn goes back with none.
+        context = None if self.continuing else {**self._context(), **self.extra_context}
         return self.projector.project(
             model=self.route.model,
             tools=self.inputs.tool_specs,
@@ -315,11 +342,17 @@ class Session(SessionRecording, SessionCompaction):
             context=context,
             rules=self.route.rules,
             epoch_reason=self._epoch_reason,
+            effort=self.effort,
         )
 
-    def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
+    def call(
+        self, step: int, policy: Policy, cancel: threading.Event | None = None, *, time_left_s: float | None = None,
+        _overflowed: bool = False,
+    ) -> StepOutcome:
         """Project, call with retries, record, then append the turn `policy` chooses. With
         `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded).
+        With `time_left_s` (what is left of the run's wall time), neither the call nor its retries
+        go past it (a CallError with `out_of_time` then says so).
         A prompt near the model's window is compacted first (`session_compaction`); one the
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
@@ -328,7 +361,7 @@ class Session(SessionRecording, SessionCompaction):
             prompt = self._project()
         self._epoch_reason = None
         route = self.route
-        epoch = self._epochs.view(prompt, reason)
+        epoch = self._epochs.view(prompt, reason, self.effort)
         if epoch.started:
             # Epochs count calls across the whole session (as a resumed session reads them back).
             self._epochs.start(epoch, route.label, len(self.records) + 1)
@@ -345,44 +378,49 @@ class Session(SessionRecording, SessionCompaction):
                 raise Cancelled("cancelled while waiting to retry")
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
-        def attempt(number: int) -> CallResult:
-            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text))
+        attempts: list[CallRecord] = []  # each attempt is a row; retries name the first
+        deadline = time.monotonic() + time_left_s if time_left_s is not None else None
+        budget = CallBudget(self.config.timeouts, deadline)
 
-        started_at = self.clock()
-        clock_start = time.monotonic()
+        def send() -> CallResult:
+            return guard.attempt(lambda on_text: budget.run(
+                lambda: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
+            ))
+
+        def attempt(_number: int) -> Answered:  # the number is len(attempts) + 1
+            return self._attempt(step, prompt, epoch, send, attempts=attempts)
+
         try:
-            result = call_with_retries(
+            answered = call_with_retries(
                 attempt,
                 self.config.retry,
                 sleep=self.sleep if self.sleep is not None else cancellable_sleep(cancel),
                 on_retry=on_retry,
+                deadline=deadline,
             )
         except CallError as error:
-            suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
-            self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
             if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
-                return self.call(step, policy, cancel, _overflowed=True)
+                left = deadline - time.monotonic() if deadline is not None else None
+                return self.call(step, policy, cancel, time_left_s=left, _overflowed=True)
             raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
+        except KeyboardInterrupt as exc:
             raise Cancelled(str(exc) or "cancelled") from exc
-
-        explanation = self._explain(prompt, result, started_at)
-        record = self._record(step, prompt, result, started_at, explanation, epoch)
+        result, started_at = answered.result, answered.started_at
+        explanation = effort_miss(self._explain(prompt, result, started_at), epoch)
+        record = self._record(step, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         if prompt.tail is not None:
             self._log.context(prompt.tail)
         self.transcript = self.transcript.freeze_context(prompt.tail)
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
-        assistant = policy.decide(step, result)
-        if assistant is not None:
-            self._append(assistant)
+        turn = policy.decide(step, result)
+        assistant = self._add_reply(turn) if turn is not None else None
+        if turn is not None:
             self.emit(
                 AssistantTurn(
                     session_id=self.id,
                     step=step,
-                    text="".join(b.text for b in assistant.content if isinstance(b, TextBlock)),
-                    tool_calls=[c.name for c in assistant.tool_calls],
+                    text="".join(b.text for b in turn.content if isinstance(b, TextBlock)),
+                    tool_calls=[c.name for c in turn.tool_calls],
                     replayed=policy.replays,
                 )
             )
@@ -404,19 +442,14 @@ class Session(SessionRecording, SessionCompaction):
             raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
         epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
         guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
-        started_at = self.clock()
-        clock_start = time.monotonic()
-        try:
-            result = guard.attempt(lambda on_text: send_warmup(route.backend, prompt))
-        except CallError as error:
-            self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=KEEPALIVE_KIND)
-            raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(0, prompt, started_at, clock_start, message, None, epoch, kind=KEEPALIVE_KIND)
-            raise Cancelled(str(exc) or "cancelled") from exc
+        budget = CallBudget(self.config.timeouts)
+        answered = self._attempt(
+            0, prompt, epoch, lambda: guard.attempt(lambda on_text: budget.run(lambda: send_warmup(route.backend, prompt))),
+            kind=KEEPALIVE_KIND,
+        )
+        result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=KEEPALIVE_KIND)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         # A read refreshes the entry from this request's start: the next request is explained
         # against the warm-up, not against the request it repeated.
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)

@@ -65,6 +65,7 @@ class SessionCompaction:
     _explain: Callable[..., Any]
     _record: Callable[..., CallRecord]
     _record_failure: Callable[..., None]
+    max_output_tokens: int
 
     def context_window(self) -> int | None:
         """The model's input window in tokens: the session's setting, else the price table's."""
@@ -110,7 +111,7 @@ class SessionCompaction:
         clock_start = time.monotonic()
         try:
             result: CallResult = guard.attempt(
-                lambda on_text: self.route.backend.call(prompt, max_tokens=self.config.max_output_tokens, on_text=on_text)
+                lambda on_text: self.route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
             )
         except CallError as error:
             self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=COMPACTION_KIND)

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.harness.prompts import default_system_prompt
 from hitrate.harness.retry import RetryPolicy
+from hitrate.harness.wire.effort import Effort
+from hitrate.harness.wire.timeouts import CallTimeouts
 from hitrate.projection.docs import ProjectDoc, discover_docs
 from hitrate.projection.project import SystemPrompt
 from hitrate.projection.tools_spec import ToolSpec
@@ -20,9 +22,14 @@ class SessionConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_output_tokens: int = Field(default=4096, ge=1)
-    """`max_tokens` of every call."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """`max_tokens` of every call; None: the model's default, which leaves room for thinking on
+    models that think by default (`Session.max_output_tokens`)."""
+    effort: Effort | None = None
+    """The reasoning effort every call asks for (`--effort`); None: the model's own default."""
     retry: RetryPolicy = RetryPolicy()
+    timeouts: CallTimeouts = CallTimeouts()
+    """How long each call may wait to connect, for the response headers, and between stream chunks."""
     run_id: str | None = None
     task_id: str | None = None
     label: str | None = None

@@ -7,6 +7,11 @@ Entries are only ever appended (the ledger's `messages` table), in transcript or
                       message was sent (the projection appends it to the message; stored apart so
                       no stored row ever changes)
     model             the session moved to another model: {"spec": "...", "reason": "..."}
+    effort            the reasoning effort asked for from here on: {"effort": "high" | null, "reason": "..."}
+    rewind            the turns from `keep` on were taken out of the history: {"keep": n, "reason": "..."}
+                      (a refused turn: the provider keeps refusing a conversation that goes on from it)
+    continued         more content of the assistant turn before it (a paused turn the model went on
+                      with), as an assistant message's pydantic JSON
 
 A user message is stored before the request that carries it is sent, so a crash loses nothing that
 reached the model. Content is stored as JSON strings, which give back the same characters, so a
@@ -29,13 +34,16 @@ from hitrate.projection.transcript import (
     TranscriptError,
     UserMessage,
 )
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.records import MessageRecord
 
 KIND_USER = "user"
 KIND_ASSISTANT = "assistant"
 KIND_CONTEXT = "context"
 KIND_MODEL = "model"
+KIND_EFFORT = "effort"
+KIND_REWIND = "rewind"
+KIND_CONTINUED = "continued"
 KIND_COMPACTION = "compaction"
 """The transcript was compacted: `{"keep_from": i, "summary": text}` (see projection.compaction)."""
 
@@ -63,11 +71,25 @@ class TranscriptLog:
     def model(self, spec: str, reason: str) -> None:
         self._append(KIND_MODEL, json.dumps({"reason": reason, "spec": spec}, sort_keys=True, ensure_ascii=False))
 
+    def effort(self, effort: str | None, reason: str) -> None:
+        self._append(KIND_EFFORT, json.dumps({"effort": effort, "reason": reason}, sort_keys=True, ensure_ascii=False))
+
+    def rewind(self, keep: int, reason: str) -> None:
+        self._append(KIND_REWIND, json.dumps({"keep": keep, "reason": reason}, sort_keys=True, ensure_ascii=False))
+
+    def continued(self, message: AssistantMessage) -> None:
+        self._append(KIND_CONTINUED, message.model_dump_json())
+
     def compaction(self, keep_from: int, summary: str) -> None:
         self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
 
     def _append(self, kind: str, body: str) -> None:
-        self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        try:
+            self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.next_seq += 1  # the entry is kept in the spool, at this position
+            raise
         self.next_seq += 1
 
 
@@ -80,6 +102,8 @@ class StoredTranscript:
     """Why the session moved to each of them, in the same order."""
     next_seq: int
     """Where the next entry goes."""
+    effort: str | None = None
+    """The reasoning effort the session last asked for (None: the model's default)."""
 
     @property
     def model_spec(self) -> str | None:
@@ -92,6 +116,7 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
     messages: list[UserMessage | AssistantMessage] = []
     model_specs: list[str] = []
     model_reasons: list[str] = []
+    effort: str | None = None
     for expected, entry in enumerate(entries):
         where = f"entry {entry.seq} ({entry.kind}) of session {entry.session_id}"
         if entry.seq != expected:
@@ -114,6 +139,19 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 kept = Transcript(messages=tuple(messages))
                 plan = CompactionPlan(keep_from=keep_from, dropped_tokens=0, kept_tokens=0)
                 messages = list(compacted(kept, plan, str(body["summary"])).messages)
+            elif entry.kind == KIND_EFFORT:
+                value = json.loads(entry.body)["effort"]
+                effort = str(value) if value is not None else None
+            elif entry.kind == KIND_REWIND:
+                keep = int(json.loads(entry.body)["keep"])
+                if not 0 <= keep <= len(messages):
+                    raise StoredTranscriptError(f"{where}: keeps {keep} of {len(messages)} messages")
+                messages = messages[:keep]
+            elif entry.kind == KIND_CONTINUED:
+                more = AssistantMessage.model_validate_json(entry.body)
+                if not messages or not isinstance(messages[-1], AssistantMessage):
+                    raise StoredTranscriptError(f"{where}: a continuation must follow an assistant message")
+                messages[-1] = AssistantMessage(content=messages[-1].content + more.content)
             elif entry.kind == KIND_MODEL:
                 switch = json.loads(entry.body)
                 model_specs.append(str(switch["spec"]))
@@ -128,5 +166,6 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
         session = entries[0].session_id if entries else "?"
         raise StoredTranscriptError(f"the stored transcript of session {session} breaks the conversation rules: {exc}") from exc
     return StoredTranscript(
-        transcript=transcript, model_specs=tuple(model_specs), model_reasons=tuple(model_reasons), next_seq=len(entries)
+        transcript=transcript, model_specs=tuple(model_specs), model_reasons=tuple(model_reasons), next_seq=len(entries),
+        effort=effort,
     )

@@ -26,14 +26,23 @@ def head_changes(
     *,
     chained: bool,
     describe: Callable[[str], str] | None = None,
+    before_effort: str | None = None,
+    after_effort: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(changed parts, their descriptions) between two requests: any of "model", "tools", "system",
-    "docs". `describe(part)` may give a more detailed description of a changed part."""
+    """(changed parts, their descriptions) between two requests: any of "model", "effort", "tools",
+    "system", "docs". `describe(part)` may give a more detailed description of a changed part.
+
+    Effort (the reasoning effort asked for; None for the model's default) counts as a change of the
+    head as a model switch does: a provider may key its cache on thinking settings (Anthropic: a
+    change of thinking parameters invalidates cached message prefixes)."""
     changes: list[str] = []
     parts: list[str] = []
     if before_model != after_model:
         changes.append("model")
         parts.append(f"model {before_model} -> {after_model}")
+    if before_effort != after_effort:
+        changes.append("effort")
+        parts.append(f"effort {before_effort or 'default'} -> {after_effort or 'default'}")
     for (name, text), a, b in zip(HEAD_PARTS, before_head, after_head):
         if a != b:
             changes.append(name)

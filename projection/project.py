@@ -115,7 +115,7 @@ class Projector:
         self._count = token_counter
         self._cache = _Cache()
         self._epochs: list[Epoch] = []
-        self._last: tuple[str, _Head] | None = None
+        self._last: tuple[str, _Head, str | None] | None = None
         """The model and head of the previous request, to tell when an epoch starts."""
 
     @property
@@ -228,11 +228,11 @@ class Projector:
 
     # -- epochs -----------------------------------------------------------------------------------
 
-    def _epoch(self, model: str, head: _Head, reason: str | None) -> tuple[Epoch, bool]:
+    def _epoch(self, model: str, head: _Head, reason: str | None, effort: str | None = None) -> tuple[Epoch, bool]:
         changes: list[str] = []
         parts: list[str] = []
         if self._last is not None:
-            last_model, last_head = self._last
+            last_model, last_head, last_effort = self._last
             changes, parts = head_changes(
                 last_model,
                 model,
@@ -240,9 +240,11 @@ class Projector:
                 (head.sections[0].data, head.system, head.docs),
                 chained=False,
                 describe=lambda part: _describe_tool_change(last_head.tools, head.tools) if part == "tools" else "",
+                before_effort=last_effort,
+                after_effort=effort,
             )
             if not changes:
-                self._last = (model, head)
+                self._last = (model, head, effort)
                 return self._epochs[-1], False
         described = "; ".join(parts) if parts else "session start"
         epoch = Epoch(
@@ -254,7 +256,7 @@ class Projector:
             head_hash=head.sections[2].hash,
         )
         self._epochs.append(epoch)
-        self._last = (model, head)
+        self._last = (model, head, effort)
         return epoch, True
 
     # -- the request ------------------------------------------------------------------------------
@@ -270,10 +272,12 @@ class Projector:
         context: Mapping[str, str] | None = None,
         rules: CacheRules | None = None,
         epoch_reason: str | None = None,
+        effort: str | None = None,
     ) -> Prompt:
         """The next request. `context` is the full current dynamic context; only its changes since the
         last sent context go into the tail. `rules` overrides the projector's rules for this call
-        (e.g. after a model switch). `epoch_reason` annotates the epoch this call may start."""
+        (e.g. after a model switch). `epoch_reason` annotates the epoch this call may start. `effort`
+        (the reasoning effort the call asks for) starts an epoch when it changes, as a model does."""
         check_request(model, transcript)
         rules = rules or self.rules
         head = self._head(tools, self._system_text(system), self._docs_text(docs))
@@ -298,7 +302,7 @@ class Projector:
             with_tail = UserMessage.model_construct(role="user", content=last.content + (tail,))
             messages = messages[:-1] + (with_tail,)
 
-        epoch, started = self._epoch(model, head, epoch_reason)
+        epoch, started = self._epoch(model, head, epoch_reason, effort)
         plan = plan_breakpoints(sections, messages, rules)
         return Prompt.model_construct(
             sections=tuple(sections),

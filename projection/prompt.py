@@ -124,8 +124,8 @@ class Epoch(BaseModel):
     number: int
     reason: str
     changes: tuple[str, ...]
-    """What changed against the previous epoch: any of "model", "tools", "system", "docs"; empty for
-    the first epoch."""
+    """What changed against the previous epoch: any of "model", "effort", "tools", "system", "docs";
+    empty for the first epoch."""
     model: str
     head_hash: str
     """Hash at the end of the docs section: the identity of the static head."""

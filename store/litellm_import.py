@@ -162,6 +162,7 @@ def _convert(name: str, provider: str, entry: Mapping[str, Any], *, as_of: date,
         cache_mechanism=mechanism,  # type: ignore[arg-type]
         min_cacheable_tokens=_int_or_none(entry.get("prompt_cache_min_tokens")),
         max_input_tokens=_int_or_none(entry.get("max_input_tokens")),
+        max_output_tokens=_int_or_none(entry.get("max_output_tokens")),
         deprecation_date=_date_or_none(entry.get("deprecation_date")),
         notes="; ".join(notes),
         schedules=[

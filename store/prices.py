@@ -235,6 +235,11 @@ class ModelPrice(BaseModel):
     storage_per_mtok_hour: float | None = None
     """Hourly rent of an explicit cache object (Gemini CachedContent), USD per 1M tokens."""
     max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    """The most tokens one reply may have (thinking included); None when no source states it."""
+    thinks_by_default: bool = False
+    """The model reasons before answering unless told not to (Claude 5 family, GPT-5.x, DeepSeek V4,
+    Gemini 2.5 / 3): its thinking counts inside the output budget, so the default budget leaves room."""
     deprecation_date: date | None = None
     notes: str = ""
     schedules: list[PriceSchedule]

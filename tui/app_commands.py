@@ -1,4 +1,4 @@
-"""Slash commands of the app: /model, /cost, /clear, /resume, /add, /undo, /approve, /keepalive,
+"""Slash commands of the app: /model, /effort, /cost, /clear, /resume, /add, /undo, /approve, /keepalive,
 /init, /help, /quit, and the Markdown commands of `hitrate.tui.custom_commands`.
 
 They run on the app's event loop, between turns, and change widgets directly (they are user
@@ -42,7 +42,7 @@ _KEYS = [
 ]
 
 #: Commands that would disturb a turn in progress.
-_IDLE_ONLY = {"model", "clear", "resume", "undo", "compact"}
+_IDLE_ONLY = {"model", "effort", "clear", "resume", "undo", "compact"}
 
 
 def cost_markdown(figures: SessionFigures, *, compact: bool = False) -> str:
@@ -194,6 +194,20 @@ class CommandsMixin:
         now = self.clock()
         enabled = self.link.keepalive_enabled
         await self.conversation.add_markdown(keepalive_markdown(self.link.keepalive(now), now, enabled=enabled, figures=self.figures))
+
+    async def _command_effort(self: "HitrateApp", arg: str) -> None:
+        before = self.link.effort
+        if not arg:
+            await self.conversation.add_notice(f"effort: {before or 'the model default'} (/effort low|medium|high|max|default)")
+            return
+        level = None if arg.lower() == "default" else arg.lower()
+        if level == before:
+            await self.conversation.add_notice(f"effort is already {before or 'the model default'}")
+            return
+        self.link.set_effort(level)
+        await self.conversation.add_notice(
+            f"effort {before or 'default'} -> {level or 'default'} from the next call: a new cache epoch", "warning"
+        )
 
     async def _command_model(self: "HitrateApp", arg: str) -> None:
         try:

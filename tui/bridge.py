@@ -28,6 +28,8 @@ _OUTCOME = {
     "max_cost": "stopped",
     "max_wall": "stopped",
     "max_tokens": "stopped",
+    "context_full": "stopped",
+    "refused": "refused",
 }
 
 

@@ -50,7 +50,7 @@ def _fail(message: str) -> NoReturn:
 def tui_command(
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
-        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, "
+        help="provider/model: anthropic/…, openai/… (openai-chat/… for Chat Completions), deepseek/…, gemini/…, openai-compat/<model>@<url>, "
         "local/<path or hub id>. Default: $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model. /model switches later.",
     ),
@@ -68,7 +68,13 @@ def tui_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls per prompt."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop a prompt's work once the session has spent this many USD."),
-    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    max_output_tokens: Optional[int] = typer.Option(
+        None, "--max-output-tokens", min=1, help="max_tokens of each call (default: room for thinking on models that think by default)."
+    ),
+    effort: Optional[str] = typer.Option(
+        None, "--effort", help="Reasoning effort: low, medium, high or max, in each backend's own parameter. "
+        "Default: the config file's `effort`, else the model's own.",
+    ),
     keepalive: bool = typer.Option(
         True, "--keepalive/--no-keepalive",
         help="While you are idle, re-warm the cached prefix before its TTL runs out, but only when the expected "
@@ -87,7 +93,9 @@ def tui_command(
     from hitrate.harness.keepalive import KeepAliveConfig
     from hitrate.harness.models import ModelSpecError
     from hitrate.harness.permissions import Permissions, PermissionRuleError
+    from hitrate.harness.defaults import configured_effort
     from hitrate.harness.session import SessionConfig
+    from hitrate.harness.wire.effort import EffortError, parse_effort
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
@@ -97,6 +105,10 @@ def tui_command(
         rules = Permissions.load(config_path(), default=permissions)  # type: ignore[arg-type]
     except PermissionRuleError as exc:
         _fail(str(exc))
+    try:
+        level = parse_effort(effort) if effort is not None else configured_effort()
+    except (EffortError, ModelSpecError) as exc:
+        _fail(f"--effort: {exc}" if effort is not None else str(exc))
     stored_spec: str | None = None
     keep_workspace = workspace is not None
     if resume is not None:
@@ -115,7 +127,7 @@ def tui_command(
             ws,
             db,
             limits=AgentLimits(max_steps=max_steps, max_cost_usd=max_cost),
-            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui"),
+            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui", effort=level),
             keepalive=KeepAliveConfig(enabled=keepalive),
         )
     except ModelSpecError as exc:

@@ -12,8 +12,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 CommandName = Literal[
-    "model", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "compact", "quit"
+    "model", "effort", "cost", "clear", "help", "resume", "approve", "keepalive", "undo", "add", "init", "compact", "quit"
 ]
+
+EFFORT_ARGS = ("low", "medium", "high", "max", "default")
+"""What /effort takes: a level, or `default` for the model's own."""
 
 
 class CommandError(ValueError):
@@ -39,6 +42,11 @@ COMMANDS: dict[str, CommandHelp] = {
         usage="/model <spec>",
         summary="switch model or backend (anthropic/…, openai/…, deepseek/…, gemini/…, "
         "openai-compat/<model>@<url>, local/<path>); shows what the new cache epoch costs, then asks",
+    ),
+    "effort": CommandHelp(
+        usage="/effort [low|medium|high|max|default]",
+        summary="the reasoning effort every call asks for, in the backend's own parameter; a change starts "
+        "a cache epoch. Without an argument, the current one",
     ),
     "cost": CommandHelp(usage="/cost", summary="tokens per bucket, Σ-hit ratio, cost and every miss of this session"),
     "clear": CommandHelp(usage="/clear", summary="start a new session (empty history; the cached tools + system head stays reusable)"),
@@ -69,7 +77,8 @@ COMMANDS: dict[str, CommandHelp] = {
     "quit": CommandHelp(usage="/quit", summary="leave (everything is already in the ledger)"),
 }
 
-_TAKES_ARG = {"add": "required", "model": "required", "resume": "optional", "approve": "required", "keepalive": "optional"}
+_TAKES_ARG = {"add": "required", "model": "required", "resume": "optional", "approve": "required", "keepalive": "optional",
+              "effort": "optional"}
 
 
 def is_command(text: str) -> bool:
@@ -102,6 +111,8 @@ def parse_command(text: str, custom: Collection[str] = ()) -> Command:
         raise CommandError(f"usage: {COMMANDS['approve'].usage}")
     if name == "keepalive" and arg.lower() not in ("", "on", "off"):
         raise CommandError(f"usage: {COMMANDS['keepalive'].usage}")
+    if name == "effort" and arg and arg.lower() not in EFFORT_ARGS:
+        raise CommandError(f"usage: {COMMANDS['effort'].usage}")
     return Command(name=name, arg=arg)  # type: ignore[arg-type]
 
 

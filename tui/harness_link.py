@@ -226,6 +226,16 @@ class HarnessLink:
         with self._session_free():
             self.session.switch_model(route)
 
+    @property
+    def effort(self) -> str | None:
+        return self.session.effort
+
+    def set_effort(self, effort: str | None) -> None:
+        with self._session_free():
+            self.session.set_effort(effort)  # type: ignore[arg-type]
+        # A new or resumed session asks for it too.
+        self.session_config = self.session_config.model_copy(update={"effort": effort})
+
     def new_session(self) -> None:
         with self._session_free():
             self.session = self._open_new(self.session.route)

@@ -96,6 +96,13 @@ class AgentLink(Protocol):
     def switch_model(self, spec: str) -> None:
         """Use `spec` from the next call on (a new epoch); raise ValueError if it cannot be used."""
 
+    @property
+    def effort(self) -> str | None:
+        """The reasoning effort every call asks for; None: the model's own default."""
+
+    def set_effort(self, effort: str | None) -> None:
+        """Ask for `effort` from the next call on (a change is a new cache epoch)."""
+
     def new_session(self) -> None:
         """Start an empty session with the same model, tools and workspace."""
 

@@ -19,13 +19,15 @@ if TYPE_CHECKING:
     from hitrate.harness.policy import Policy
     from hitrate.harness.router import Route
     from hitrate.harness.session import SessionConfig
+    from hitrate.harness.wire.effort import Effort
     from hitrate.tools.base import ApprovalHook
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
 EXIT_OK = 0
 EXIT_ERROR = 1  # a call failed for good
 EXIT_USAGE = 2  # bad model spec, missing key, unreachable server, bad workspace
-EXIT_LIMIT = 3  # a step / cost / wall-time limit stopped the agent
+EXIT_LIMIT = 3  # a step / cost / wall-time / output / context limit stopped the agent
+EXIT_REFUSED = 4  # the model refused (the refused turn was taken out of the history)
 EXIT_CANCELLED = 130
 
 _EXIT_FOR_STATUS = {
@@ -34,6 +36,8 @@ _EXIT_FOR_STATUS = {
     "max_cost": EXIT_LIMIT,
     "max_wall": EXIT_LIMIT,
     "max_tokens": EXIT_LIMIT,
+    "context_full": EXIT_LIMIT,
+    "refused": EXIT_REFUSED,
     "cancelled": EXIT_CANCELLED,
     "error": EXIT_ERROR,
 }
@@ -59,7 +63,8 @@ def run_command(
     task: Optional[str] = typer.Argument(None, help="What the agent should do (with --resume: the next instruction)."),
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
-        help="provider/model: anthropic/…, openai/…, deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>; "
+        help="provider/model: anthropic/…, openai/… (Responses API from gpt-5.6 on; openai-chat/… for Chat Completions), "
+        "deepseek/…, gemini/…, openai-compat/<model>@<url>, local/<path or hub id>; "
         "or a short name: sonnet, opus, haiku, gpt, deepseek, gemini (`hitrate prices` shows what they are). "
         "Default: the resumed session's model; else $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model.",
@@ -75,8 +80,30 @@ def run_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
-    max_output_tokens: int = typer.Option(4096, "--max-output-tokens", min=1, help="max_tokens of each call."),
+    max_wall: Optional[float] = typer.Option(
+        None, "--max-wall", min=0.001, help="Stop after this many seconds: no call starts, and none (nor its retries) runs, past it."
+    ),
+    max_output_tokens: Optional[int] = typer.Option(
+        None, "--max-output-tokens", min=1, help="max_tokens of each call (thinking included). Default: 32,000 on models "
+        "that think by default, else 4,096, within the model's own output limit.",
+    ),
+    effort: Optional[str] = typer.Option(
+        None, "--effort", help="Reasoning effort: low, medium, high or max, sent as each backend's own parameter "
+        "(Anthropic output_config.effort, OpenAI reasoning_effort / reasoning.effort, ...). Default: the config file's "
+        "`effort`, else the model's own default.",
+    ),
+    connect_timeout: Optional[float] = typer.Option(
+        None, "--connect-timeout", min=0.001, help="Seconds to reach the model server (default: the config file's "
+        "[timeouts] connect_s, else 10).",
+    ),
+    first_byte_timeout: Optional[float] = typer.Option(
+        None, "--first-byte-timeout", min=0.001, help="Seconds from sending a request to the response headers "
+        "(default: [timeouts] first_byte_s, else 120).",
+    ),
+    idle_timeout: Optional[float] = typer.Option(
+        None, "--idle-timeout", min=0.001, help="Seconds of silence allowed between two chunks of a streamed reply "
+        "(default: [timeouts] idle_s, else 300). Each call also ends at what is left of --max-wall.",
+    ),
     context_window: Optional[int] = typer.Option(
         None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
     ),
@@ -108,9 +135,11 @@ def run_command(
     Streams the model's text and tool activity, then a summary: tokens read from cache, written,
     fresh and output, the hit ratio, cost, and why any call missed the cache. With --resume, TASK
     continues a recorded session and the summary counts all of its calls. Exit codes: 0 done, 1 a
-    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 130 cancelled."""
+    call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 4 the model refused, 130
+    cancelled."""
     from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.defaults import default_model
+    from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.models import ModelSpecError, parse_model_spec
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
@@ -136,6 +165,10 @@ def run_command(
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
+    try:
+        timeouts = configured_timeouts(config_path(), connect_s=connect_timeout, first_byte_s=first_byte_timeout, idle_s=idle_timeout)
+    except TimeoutConfigError as exc:
+        _fail(str(exc))
     # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
     Ledger(ledger_path).close()
     try:
@@ -156,6 +189,7 @@ def run_command(
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)
     approve = _permission_hook(permissions)
+    level = _effort(effort)
     route = _resolve(spec_text, table, sink, json_events)
     if max_cost is not None and table.find(route.model) is None:
         # Unpriced calls count as $0 towards the limit, so it would never fire.
@@ -163,13 +197,26 @@ def run_command(
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
-                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window, compact_at=compact_at),
+                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window,
+                                               compact_at=compact_at, effort=level, timeouts=timeouts),
                           resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets)
     except (SessionNotResumable, StoredTranscriptError) as exc:
         _fail(str(exc))
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
+
+
+def _effort(flag: str | None) -> "Effort | None":
+    """--effort, else the config file's `effort`; exits with a usage error on a level that does not exist."""
+    from hitrate.harness.defaults import configured_effort
+    from hitrate.harness.models import ModelSpecError
+    from hitrate.harness.wire.effort import EffortError, parse_effort
+
+    try:
+        return parse_effort(flag) if flag is not None else configured_effort()
+    except (EffortError, ModelSpecError) as exc:
+        _fail(f"--effort: {exc}" if flag is not None else str(exc))
 
 
 def exit_code(result: AgentResult) -> int:
@@ -181,7 +228,7 @@ def exit_code(result: AgentResult) -> int:
     return _EXIT_FOR_STATUS.get(result.status, EXIT_ERROR)
 
 
-_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-responses", "deepseek", "gemini")
+_CLOUD_PROVIDERS = ("anthropic", "openai", "openai-chat", "openai-responses", "deepseek", "gemini")
 
 
 def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
@@ -193,7 +240,7 @@ def check_known_model(spec: ModelSpec, table: PriceTable) -> None:
 
     from hitrate.harness.models import ModelSpecError
 
-    provider = "openai" if spec.provider == "openai-responses" else spec.provider
+    provider = "openai" if spec.provider in ("openai-chat", "openai-responses") else spec.provider
     names = sorted({n for m in table.models if m.provider == provider for n in (m.model, *m.aliases)})
     close = difflib.get_close_matches(spec.model.lower(), names, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(f'{spec.provider}/{c}' for c in close)}? " if close else ""

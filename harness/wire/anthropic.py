@@ -19,6 +19,7 @@ from typing import Any
 
 import anthropic
 
+from hitrate.harness.wire.effort import Effort, wire_effort
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
     BlockKey,
@@ -101,9 +102,11 @@ def _assistant_block(block: Any) -> dict[str, Any] | None:
 
 
 def render_messages_request(
-    prompt: Prompt, *, max_tokens: int, report: RenderReport | None = None
+    prompt: Prompt, *, max_tokens: int, report: RenderReport | None = None, effort: Effort | None = None,
+    effort_dialect: str = "anthropic",
 ) -> dict[str, Any]:
-    """The Messages API body for `prompt` (without `stream`)."""
+    """The Messages API body for `prompt` (without `stream`). `effort` goes out as
+    `output_config.effort` (see `wire.effort`); None leaves the model's default."""
     marks = PlannedMarks(prompt, report if report is not None else RenderReport())
 
     def mark(target: dict[str, Any], key: BlockKey) -> None:
@@ -149,6 +152,11 @@ def render_messages_request(
     if system:
         body["system"] = system
     body["messages"] = messages
+    value = wire_effort(effort_dialect, effort)
+    if value is not None:
+        # Effort bounds thinking, text and tool calls together; Claude 5-family models think
+        # adaptively by default, so no `thinking` field is needed (and manual budgets are refused).
+        body["output_config"] = {"effort": value}
     return body
 
 
@@ -225,6 +233,18 @@ class _Collected:
                 content.append(ThinkingBlock(thinking="".join(entry["_text"]), signature=signature))
             elif kind == "redacted_thinking":
                 content.append(ThinkingBlock(thinking=entry.get("data", ""), redacted=True))
+            elif kind:
+                # A block this harness does not read (server_tool_use, web_search_tool_result, ...):
+                # kept whole, as an empty text block carrying its JSON, so it goes back to this API
+                # exactly (a paused turn is continued by sending it back as it is) and nowhere else.
+                block = {k: v for k, v in entry.items() if not k.startswith("_")}
+                if entry["_json"]:
+                    try:
+                        block["input"] = json.loads("".join(entry["_json"]))
+                    except json.JSONDecodeError:
+                        pass
+                raw = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+                content.append(TextBlock(text="", native=NativeBlock(api=API, raw=raw)))
         return AssistantMessage(content=tuple(content)) if content else None
 
 
@@ -254,8 +274,12 @@ class AnthropicBackend:
         label: str | None = None,
         timeout_s: float = 600.0,
         extra_headers: dict[str, str] | None = None,
+        effort_dialect: str = "anthropic",
     ) -> None:
         self.model = model
+        self.effort: Effort | None = None
+        self.effort_dialect = effort_dialect
+        """"anthropic", or "none" for a server whose models do not reason (the bundled engine)."""
         self.label = label or f"anthropic/{model}"
         self.base_url = base_url or DEFAULT_BASE_URL
         # Retries are ours (hitrate.harness.retry): the SDK's would hide attempts from the ledger.
@@ -279,6 +303,13 @@ class AnthropicBackend:
         """Stop the calls open now (another thread's user pressed cancel)."""
         self._inflight.abort()
 
+    def _render(self, prompt: Prompt, max_tokens: int, report: RenderReport) -> dict[str, Any]:
+        # A pre-warm carries the same effort as the calls it keeps warm: thinking settings are part
+        # of what a cached message prefix was written under.
+        return render_messages_request(
+            prompt, max_tokens=max_tokens, report=report, effort=self.effort, effort_dialect=self.effort_dialect
+        )
+
     def prewarm(self, prompt: Prompt) -> CallResult:
         """Read (and so refresh) or write the cache entries of `prompt` without generating: the body
         `call` would send, with `max_tokens: 0`, which runs the prefill, writes the cache and returns
@@ -290,7 +321,7 @@ class AnthropicBackend:
         if self.prewarm_refused:
             return self.call(prompt, max_tokens=1)
         report = RenderReport()
-        body = render_messages_request(prompt, max_tokens=0, report=report)
+        body = self._render(prompt, 0, report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
 
@@ -301,7 +332,7 @@ class AnthropicBackend:
 
         try:
             with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id", refine=refine) as call:
-                message = self._client.messages.create(**body)
+                message = self._client.messages.create(**body, **call.timeout)
                 call.check()
         except _PrewarmRefused:
             self.prewarm_refused = True
@@ -325,7 +356,7 @@ class AnthropicBackend:
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
-        body = render_messages_request(prompt, max_tokens=max_tokens, report=report)
+        body = self._render(prompt, max_tokens, report)
         self.last_report = report
         where = f"{self.label} at {self.base_url}"
         start_usage: dict[str, Any] = {}
@@ -333,9 +364,12 @@ class AnthropicBackend:
         stop_raw: str | None = None
         model = prompt.model
         response_id: str | None = None
+        stop_details: dict[str, Any] | None = None
         collected = _Collected()
-        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
-            for event in call.events(self._client.messages.create(**body, stream=True)):
+        # Anthropic's stream ends with `message_stop` (streaming docs): without it the reply is not whole.
+        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id",
+                          last_event="message_stop") as call:
+            for event in call.events(self._client.messages.create(**body, stream=True, **call.timeout)):
                 kind = event.type
                 if kind == "message_start":
                     message = event.message
@@ -354,6 +388,12 @@ class AnthropicBackend:
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     delta_usage = as_raw_usage(getattr(event, "usage", None))
+                    call.partial_usage = {**start_usage, **delta_usage}
+                    # A refusal says why in `stop_details` (category, explanation) on this event.
+                    details = _dict(event.delta).get("stop_details")
+                    stop_details = details if isinstance(details, dict) else stop_details
+                elif kind == "message_stop":
+                    call.end()
         # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
         raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return call.result(
@@ -365,4 +405,5 @@ class AnthropicBackend:
             model=model,
             response_id=response_id,
             request_body=body,
+            stop_details=stop_details,
         )

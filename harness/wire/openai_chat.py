@@ -9,6 +9,11 @@ Layout on this wire: one system message (system text, then the project docs), th
 A user turn becomes one `tool` message per tool result followed by one `user` message with its text
 and frozen context blocks. Tool-call `arguments` are sent as the exact string the model streamed.
 
+Opaque fields go back as they came: a tool call keeps every field beyond id / type / function
+(Gemini 3's `extra_content.google.thought_signature`, required on the next request), and an
+assistant turn's reasoning goes back in the fields it arrived in (`reasoning_content`, `reasoning`,
+OpenRouter's `reasoning_details`), to the kind of server that produced it.
+
 Cache marks: only GPT-5.6+ accepts explicit `prompt_cache_breakpoint`s, on content parts. When the
 projection planned marks for that family, every message is rendered with content-part lists (so
 adding or moving a mark never changes how a message is spelled, only the mark itself); otherwise
@@ -23,6 +28,7 @@ from typing import Any
 import openai
 
 from hitrate.harness.models import Quirks
+from hitrate.harness.wire.effort import Effort, chat_effort_fields
 from hitrate.harness.wire.openai_client import OpenAIClientBackend
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
@@ -62,9 +68,10 @@ class _Renderer(OpenAIContent):
     part_type = "text"
     join = _JOIN
 
-    def __init__(self, prompt: Prompt, marks: PlannedMarks) -> None:
+    def __init__(self, prompt: Prompt, marks: PlannedMarks, quirks: Quirks) -> None:
         super().__init__(prompt, marks)
         self.prompt = prompt
+        self.quirks = quirks
 
     def system(self) -> dict[str, Any] | None:
         pieces = [(t, (k, None, 0)) for k, t in (("system", self.prompt.system), ("docs", self.prompt.docs)) if t]
@@ -89,7 +96,7 @@ class _Renderer(OpenAIContent):
 
     def assistant(self, mi: int, message: AssistantMessage) -> dict[str, Any]:
         texts: list[tuple[str, BlockKey]] = []
-        reasoning: list[str] = []
+        reasoning: dict[str, Any] = {}
         calls: list[dict[str, Any]] = []
         for bi, block in enumerate(message.content):
             if isinstance(block, TextBlock) and block.text:
@@ -103,24 +110,46 @@ class _Renderer(OpenAIContent):
                 if isinstance(function, dict) and isinstance(function.get("arguments"), str):
                     function["arguments"] = sendable_arguments(function["arguments"])
                 calls.append(call)
-            elif isinstance(block, ThinkingBlock) and native_raw(block, API) is not None:
-                # DeepSeek's thinking mode wants `reasoning_content` back within a tool-calling turn;
-                # it is only re-sent to the kind of server that produced it.
-                reasoning.append(block.thinking)
+            elif isinstance(block, ThinkingBlock):
+                # Reasoning goes back only to the kind of server that produced it, in the fields it
+                # came in (`reasoning_fields`).
+                raw = native_raw(block, API)
+                if raw is not None:
+                    for name, value in reasoning_fields(raw).items():
+                        if isinstance(value, str) and isinstance(reasoning.get(name), str):
+                            reasoning[name] += value
+                        else:
+                            reasoning[name] = value
         out: dict[str, Any] = {"role": "assistant", "content": self.content(texts) if texts else None}
-        if reasoning:
-            out["reasoning_content"] = "".join(reasoning)
+        if calls and self.quirks.reasoning_on_tool_turns:
+            # DeepSeek's thinking mode refuses a tool-calling turn without its reasoning (400), even
+            # when there was none to give: an empty string stands for it.
+            reasoning.setdefault("reasoning_content", "")
+        out.update(reasoning)
         if calls:
             out["tool_calls"] = calls
         return out
 
 
+def reasoning_fields(raw: str) -> dict[str, Any]:
+    """The assistant-message fields a stored Chat reasoning block re-sends: `reasoning_content`
+    (DeepSeek, vLLM, SGLang), `reasoning` (OpenRouter, newer vLLM), `reasoning_details` (OpenRouter's
+    structured reasoning, signatures and encrypted blocks, to be passed back unchanged),
+    `extra_content` (Gemini's thought signature on a reply without tool calls). An older stored
+    block is a bare JSON string: DeepSeek's `reasoning_content`."""
+    value = json.loads(raw)
+    if isinstance(value, str):
+        return {"reasoning_content": value}
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def render_chat_request(
-    prompt: Prompt, quirks: Quirks, *, max_tokens: int, report: RenderReport | None = None
+    prompt: Prompt, quirks: Quirks, *, max_tokens: int, report: RenderReport | None = None, effort: Effort | None = None
 ) -> dict[str, Any]:
-    """The Chat Completions body for `prompt` (without `stream` / `stream_options`)."""
+    """The Chat Completions body for `prompt` (without `stream` / `stream_options`). `effort` goes
+    out in the field the backend's dialect names (`wire.effort`); None leaves the model's default."""
     marks = PlannedMarks(prompt, report if report is not None else RenderReport())
-    r = _Renderer(prompt, marks)
+    r = _Renderer(prompt, marks, quirks)
     messages: list[dict[str, Any]] = []
     system = r.system()
     if system is not None:
@@ -142,6 +171,7 @@ def render_chat_request(
             for t in prompt.tools
         ]
     body[quirks.max_tokens_field] = max_tokens
+    body.update(chat_effort_fields(quirks.effort_dialect, effort))
     if quirks.send_prompt_cache_key and prompt.prompt_cache_key:
         # OpenAI routes requests to cache machines by a hash of the prefix plus this key; one key
         # per session keeps a session's requests on the machines that hold its prefix.
@@ -187,6 +217,34 @@ class _ToolCallParts:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
+        self.extra: dict[str, Any] = {}
+        """Fields of the call beyond id / type / function, kept to be sent back: Gemini 3's
+        `extra_content.google.thought_signature` (ai.google.dev/gemini-api/docs/thought-signatures,
+        OpenAI compatibility: without it the next request is refused with a 4xx)."""
+
+
+REASONING_TEXT_FIELDS = ("reasoning_content", "reasoning")
+"""Where Chat servers stream readable reasoning: `reasoning_content` (DeepSeek, vLLM, SGLang),
+`reasoning` (OpenRouter, newer vLLM). Both are read; each goes back under its own name."""
+
+
+def merge_reasoning_details(details: list[dict[str, Any]], piece: Any) -> None:
+    """Add one streamed `reasoning_details` fragment list to `details` (OpenRouter: entries carry
+    an `index`; the text of one entry arrives in pieces, its `signature` / `data` once). Entries
+    without an index are kept as they came."""
+    for entry in piece if isinstance(piece, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        index = entry.get("index")
+        same = next((d for d in details if index is not None and d.get("index") == index and d.get("type") == entry.get("type")), None)
+        if same is None:
+            details.append(dict(entry))
+            continue
+        for key, value in entry.items():
+            if key in ("text", "summary", "data") and isinstance(value, str) and isinstance(same.get(key), str):
+                same[key] += value
+            elif value is not None:
+                same[key] = value
 
 
 class _Reply:
@@ -194,14 +252,31 @@ class _Reply:
 
     def __init__(self) -> None:
         self.text: list[str] = []
-        self.reasoning: list[str] = []
+        self.reasoning: dict[str, list[str]] = {}
+        self.reasoning_details: list[dict[str, Any]] = []
+        self.refusal: list[str] = []
         self.calls: dict[int, _ToolCallParts] = {}
+        self.extra_content: Any = None
+        """Gemini 3: the message's own `extra_content` (a thought signature on a text reply), which
+        Google asks to be sent back as received."""
 
     def add(self, delta: Any, timer: StreamTimer, on_text: TextSink | None) -> None:
-        reasoning_piece = (delta.model_extra or {}).get("reasoning_content")
-        if isinstance(reasoning_piece, str) and reasoning_piece:
+        extra = delta.model_extra or {}
+        for name in REASONING_TEXT_FIELDS:
+            piece = extra.get(name)
+            if isinstance(piece, str) and piece:
+                timer.content_arrived()
+                self.reasoning.setdefault(name, []).append(piece)
+        if extra.get("extra_content") is not None:
+            self.extra_content = extra["extra_content"]
+        if extra.get("reasoning_details"):
             timer.content_arrived()
-            self.reasoning.append(reasoning_piece)
+            merge_reasoning_details(self.reasoning_details, extra["reasoning_details"])
+        refusal = getattr(delta, "refusal", None)
+        if refusal:
+            # OpenAI: the model declined; the text says why (structured outputs, safety).
+            timer.content_arrived()
+            self.refusal.append(refusal)
         if delta.content:
             timer.content_arrived()
             self.text.append(delta.content)
@@ -219,13 +294,22 @@ class _Reply:
                     parts.name = tc.function.name
                 if tc.function.arguments:
                     parts.arguments.append(tc.function.arguments)
+            for key, value in (tc.model_extra or {}).items():
+                if value is not None:
+                    parts.extra[key] = value
 
     def message(self) -> AssistantMessage | None:
         content: list[Any] = []
-        thinking = "".join(self.reasoning)
-        if thinking:
-            content.append(ThinkingBlock(thinking=thinking, native=NativeBlock(api=API, raw=json.dumps(thinking))))
-        joined = "".join(self.text)
+        fields: dict[str, Any] = {name: "".join(pieces) for name, pieces in self.reasoning.items()}
+        if self.reasoning_details:
+            fields["reasoning_details"] = self.reasoning_details
+        if self.extra_content is not None:
+            fields["extra_content"] = self.extra_content
+        if fields:
+            thinking = "".join(v for k, v in fields.items() if k in REASONING_TEXT_FIELDS) or _details_text(self.reasoning_details)
+            raw = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+            content.append(ThinkingBlock(thinking=thinking, native=NativeBlock(api=API, raw=raw)))
+        joined = "".join(self.text) or "".join(self.refusal)
         if joined:
             content.append(TextBlock(text=joined))
         for index in sorted(self.calls):
@@ -233,15 +317,18 @@ class _Reply:
             if not parts.id or not parts.name:
                 raise CallError(f"streamed tool call #{index} has no id or name", kind="bad_response")
             arguments = "".join(parts.arguments)
-            raw = json.dumps(
-                {"id": parts.id, "type": "function", "function": {"name": parts.name, "arguments": arguments}},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
+            call: dict[str, Any] = {"id": parts.id, "type": "function", "function": {"name": parts.name, "arguments": arguments}}
+            call.update({k: v for k, v in parts.extra.items() if k not in call})
+            raw = json.dumps(call, ensure_ascii=False, separators=(",", ":"))
             content.append(
                 ToolCallBlock(call_id=parts.id, name=parts.name, arguments=arguments, native=NativeBlock(api=API, raw=raw))
             )
         return AssistantMessage(content=tuple(content)) if content else None
+
+
+def _details_text(details: list[dict[str, Any]]) -> str:
+    """The readable part of `reasoning_details` (text and summaries; encrypted entries have none)."""
+    return "".join(str(d.get("text") or d.get("summary") or "") for d in details)
 
 
 class OpenAIChatBackend(OpenAIClientBackend):
@@ -252,7 +339,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
-        body = render_chat_request(prompt, self.quirks, max_tokens=max_tokens, report=report)
+        body = render_chat_request(prompt, self.quirks, max_tokens=max_tokens, report=report, effort=self.effort)
         self.last_report = report
         request = dict(body, stream=True)
         if self.quirks.stream_usage:
@@ -264,8 +351,12 @@ class OpenAIChatBackend(OpenAIClientBackend):
         finish: str | None = None
         model = prompt.model
         response_id: str | None = None
-        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id") as call:
-            for chunk in call.events(self._client.chat.completions.create(**request)):
+        # A whole Chat Completions stream gives each choice a `finish_reason` (then, when asked, a
+        # usage chunk, then `[DONE]`, which the SDK consumes). A stream that closes before any
+        # finish_reason was cut off mid-answer.
+        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id",
+                          last_event="a finish_reason") as call:
+            for chunk in call.events(self._client.chat.completions.create(**request, **call.timeout)):
                 response_id = response_id or chunk.id
                 model = chunk.model or model
                 extra = chunk.model_extra or {}
@@ -276,19 +367,24 @@ class OpenAIChatBackend(OpenAIClientBackend):
                 for choice in chunk.choices:
                     if choice.finish_reason:
                         finish = choice.finish_reason
+                        call.end()
                     if choice.delta is not None:
                         reply.add(choice.delta, call.timer, on_text)
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
         usage = normalize_usage(raw_usage, self.quirks, model, timings, prices=self.prices)
         if timings is not None:
             raw_usage = dict(raw_usage, timings=timings)
+        # A refusal ends the stream with finish_reason "stop": it is the refusal field that says so.
+        stop = "refusal" if reply.refusal and not reply.text else map_stop_reason(finish)
+        details = {"type": "refusal", "explanation": "".join(reply.refusal)} if stop == "refusal" and reply.refusal else None
         return call.result(
             assistant=reply.message(),
             usage=usage,
             raw_usage=raw_usage,
-            stop_reason=map_stop_reason(finish),
-            raw_stop_reason=finish,
+            stop_reason=stop,
+            raw_stop_reason="refusal" if details else finish,
             model=model,
             response_id=response_id,
             request_body=request,
+            stop_details=details,
         )

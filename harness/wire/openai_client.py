@@ -6,6 +6,7 @@ from __future__ import annotations
 import openai
 
 from hitrate.harness.models import Quirks
+from hitrate.harness.wire.effort import Effort
 from hitrate.harness.wire.types import InFlight, RenderReport
 from hitrate.store.prices import PriceTable
 
@@ -21,6 +22,8 @@ class OpenAIClientBackend:
         timeout_s: float = 600.0, prices: PriceTable | None = None,
     ) -> None:
         self.model = model
+        self.effort: Effort | None = None
+        """The reasoning effort every request asks for (None: the model's default)."""
         self.prices = prices or PriceTable.default()
         """Where usage reading learns whether the model bills cache writes (the session's price source)."""
         self.quirks = quirks

@@ -28,12 +28,13 @@ function calls and reasoning items cannot carry a mark on this wire.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import openai
 
 from hitrate.harness.models import Quirks
+from hitrate.harness.wire.effort import Effort, wire_effort
 from hitrate.harness.wire.openai_client import OpenAIClientBackend
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
@@ -65,6 +66,7 @@ from hitrate.store.usage import Usage
 
 API = "openai_responses"
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
+ReasoningSummary = Literal["auto", "concise", "detailed"]
 # Text pieces of one user turn (and system + docs in `instructions`) are joined with a blank line
 # when rendered as one string.
 _JOIN = "\n\n"
@@ -134,8 +136,11 @@ def render_responses_request(
     max_output_tokens: int,
     include_encrypted_reasoning: bool = True,
     report: RenderReport | None = None,
+    effort: Effort | None = None,
+    reasoning_summary: ReasoningSummary | None = "auto",
 ) -> dict[str, Any]:
-    """The Responses body for `prompt` (without `stream`)."""
+    """The Responses body for `prompt` (without `stream`). With `effort`, a `reasoning` object asks
+    for it (OpenAI's values, `wire.effort`) and for a reasoning summary of `reasoning_summary`."""
     marks = PlannedMarks(prompt, report if report is not None else RenderReport())
     r = _Renderer(prompt, marks)
     items: list[dict[str, Any]] = []
@@ -164,6 +169,15 @@ def render_responses_request(
         body["tools"] = tools
     body["input"] = items
     body["max_output_tokens"] = max_output_tokens
+    # `reasoning.effort` is OpenAI's own field, with OpenAI's values, on every server of this API.
+    value = wire_effort("openai", effort)
+    if value is not None:
+        reasoning: dict[str, str] = {"effort": value}
+        if reasoning_summary:
+            # Summaries are the only readable reasoning this API returns; the encrypted item is what
+            # carries the reasoning itself to the next request.
+            reasoning["summary"] = reasoning_summary
+        body["reasoning"] = reasoning
     # Stateless: nothing is kept server-side, so no request may depend on an earlier one by id.
     body["store"] = False
     if include_encrypted_reasoning:
@@ -302,6 +316,14 @@ def _blocks(item: dict[str, Any]) -> list[Any]:
     return []  # hosted-tool items (web search, ...) are not requested by this harness
 
 
+def _refused(item: dict[str, Any]) -> bool:
+    """Whether an output message is a refusal: a `refusal` part and no text."""
+    if item.get("type") != "message":
+        return False
+    kinds = {part.get("type") for part in item.get("content") or []}
+    return "refusal" in kinds and "output_text" not in kinds
+
+
 def _stream_failure(error: dict[str, Any], response: httpx2.Response) -> openai.APIStatusError:
     """An `error` event or a `response.failed` inside a stream that began with HTTP 200, as the SDK
     error the shared helpers read: the error code (`rate_limit_exceeded`, `server_error`, ...)
@@ -334,6 +356,8 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         super().__init__(**backend)
         self.include_encrypted_reasoning = True
         """Cleared for good once the model refuses the include (it does not reason)."""
+        self.reasoning_summary: ReasoningSummary | None = "auto"
+        """The reasoning summary asked for along with an effort (`reasoning.summary`); None: none."""
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         try:
@@ -349,7 +373,8 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         report = RenderReport()
         include = self.include_encrypted_reasoning
         body = render_responses_request(
-            prompt, self.quirks, max_output_tokens=max_tokens, include_encrypted_reasoning=include, report=report
+            prompt, self.quirks, max_output_tokens=max_tokens, include_encrypted_reasoning=include, report=report,
+            effort=self.effort if include else None, reasoning_summary=self.reasoning_summary,
         )
         self.last_report = report
         request = dict(body, stream=True)
@@ -363,8 +388,11 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             if include and _refuses_encrypted_reasoning(exc):
                 raise _EncryptedReasoningRefused() from exc
 
-        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine) as call:
-            stream = self._client.responses.create(**request)
+        # A whole Responses stream ends with `response.completed` (or `response.incomplete`, a
+        # reply cut at a limit, said so); `response.failed` and `error` say it failed.
+        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine,
+                          last_event="response.completed") as call:
+            stream = self._client.responses.create(**request, **call.timeout)
             for event in call.events(stream):
                 kind = getattr(event, "type", None)
                 timer = call.timer
@@ -390,31 +418,39 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
                 elif kind in ("response.completed", "response.incomplete"):
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
+                    call.end()
                 elif kind == "response.failed":
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
                     raise _stream_failure(final.get("error") or {}, stream.response)
                 elif kind == "error":
                     raise _stream_failure(_dict(event), stream.response)
-        if final is None:
-            raise CallError(
-                f"{where}: the stream ended before response.completed", kind="connection", request_id=call.request_id
-            )
+        assert final is not None  # `events` refuses a stream without its last event
         model = final.get("model") or model
         response_id = final.get("id") or response_id
         # The store never raises on a usage payload: contradictions come back flagged in the usage.
         raw_usage = normalize.as_raw_usage(final.get("usage"))
         usage = normalize_usage(raw_usage, model, prompt.model, prices=self.prices)
-        blocks = [b for item in output.items(final.get("output") or []) for b in _blocks(item)]
+        items = output.items(final.get("output") or [])
+        blocks = [b for item in items for b in _blocks(item)]
         status = final.get("status")
         reason = (final.get("incomplete_details") or {}).get("reason")
         has_calls = any(isinstance(b, ToolCallBlock) for b in blocks)
+        stop = responses_stop_reason(status, reason, has_calls)
+        raw_stop = reason if status == "incomplete" and reason else status
+        details: dict[str, Any] | None = None
+        refusals = [part.get("refusal") or "" for item in items if _refused(item) for part in item.get("content") or []
+                    if part.get("type") == "refusal"]
+        if stop == "end_turn" and refusals:
+            # A refusal is a completed response whose message holds a `refusal` part instead of text.
+            stop, raw_stop, details = "refusal", "refusal", {"type": "refusal", "explanation": "".join(refusals)}
         return call.result(
             assistant=AssistantMessage(content=tuple(blocks)) if blocks else None,
             usage=usage,
             raw_usage=raw_usage,
-            stop_reason=responses_stop_reason(status, reason, has_calls),
-            raw_stop_reason=reason if status == "incomplete" and reason else status,
+            stop_reason=stop,
+            raw_stop_reason=raw_stop,
+            stop_details=details,
             model=model,
             response_id=response_id,
             request_body=request,

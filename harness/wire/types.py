@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hitrate.harness.wire.effort import Effort
 from hitrate.projection.prompt import Breakpoint, Prompt
 from hitrate.projection.transcript import AssistantMessage
 from hitrate.store.usage import Usage
@@ -28,7 +29,13 @@ from hitrate.store.usage import Usage
 TextSink = Callable[[str], None]
 """Receives each streamed text delta of the reply as it arrives."""
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
+StopReason = Literal[
+    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "context_window_exceeded", "other"
+]
+"""Why generation stopped, one vocabulary for every wire. `refusal`: the model or a safety
+classifier declined (Anthropic `refusal`, OpenAI `content_filter` / a refusal part); `pause_turn`:
+Anthropic paused a long turn, to be continued by sending it back as it is; `context_window_exceeded`:
+the reply filled the model's window (Anthropic `model_context_window_exceeded`)."""
 
 
 class CallResult(BaseModel):
@@ -44,6 +51,9 @@ class CallResult(BaseModel):
     stop_reason: StopReason
     raw_stop_reason: str | None = None
     """The provider's own word for why generation stopped."""
+    stop_details: dict[str, Any] | None = None
+    """What the provider said about the stop, when it said more than a word (Anthropic's refusal
+    `stop_details`: `category`, `explanation`)."""
     model: str
     """The model the server says answered (may carry a dated suffix)."""
     request_id: str | None = None
@@ -67,9 +77,12 @@ ErrorKind = Literal[
     "client_error",  # 4xx other than 408 / 409 / 429: the request itself is wrong
     "auth",  # 401 / 403
     "bad_response",  # the server answered with something we cannot read
+    "broken_stream",  # a stream that ended before its last event, or carried a line that is not JSON
 ]
 
-RETRYABLE_KINDS: frozenset[str] = frozenset({"rate_limited", "overloaded", "server_error", "timeout", "connection"})
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"rate_limited", "overloaded", "server_error", "timeout", "connection", "broken_stream"}
+)
 
 
 class CallError(Exception):
@@ -93,6 +106,8 @@ class CallError(Exception):
         self.request_id = request_id
         self.partial_usage = partial_usage
         self.attempts = 1
+        self.out_of_time = False
+        """Set when the call (or its retries) ran into the run's wall-time limit."""
 
     @property
     def retryable(self) -> bool:
@@ -111,6 +126,8 @@ class Backend(Protocol):
     model: str
     label: str
     """The model spec as the user wrote it (what the ledger calls the backend)."""
+    effort: Effort | None
+    """The reasoning effort every request asks for (None: the model's default); the session sets it."""
 
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult: ...
 
@@ -211,6 +228,8 @@ def map_stop_reason(raw: str | None) -> StopReason:
         "stop_sequence": "stop_sequence",
         "refusal": "refusal",
         "content_filter": "refusal",
+        "pause_turn": "pause_turn",
+        "model_context_window_exceeded": "context_window_exceeded",
     }.get(raw or "", "other")
 
 

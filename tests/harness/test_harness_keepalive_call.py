@@ -162,7 +162,7 @@ def test_openai_warm_up_keeps_the_body_and_routing_key(fake_server, workspace, l
     record = session.warm_up()
     sent, again = (r.json() for r in fake_server.requests[-2:])
     assert all(r.path == path for r in fake_server.requests)
-    assert again[field] == budget and sent[field] == 4096
+    assert again[field] == budget and sent[field] == session.max_output_tokens == 32_000  # a model that thinks by default
     assert dumps(without(again, field)) == dumps(without(sent, field))
     assert again["prompt_cache_key"] == sent["prompt_cache_key"] == session.last_request.prompt.prompt_cache_key is not None
     assert record.kind == "keepalive"

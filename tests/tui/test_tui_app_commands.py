@@ -1,4 +1,4 @@
-"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /clear,
+"""Slash commands in the running app: /help, /cost, /model (warning, then confirm), /effort, /clear,
 /resume, /approve, and bad input."""
 
 from __future__ import annotations
@@ -207,3 +207,24 @@ async def test_compact_summarizes_the_history_and_goes_on(make_app, ledger):
         assert app.link.session.transcript.messages[0].content[0].text.endswith("both are answered.")
         await one_turn(pilot, "third question", 4)
         assert ledger.calls()[-1].miss_reason == "compacted"
+
+
+async def test_effort_switch_asks_every_later_call_and_starts_an_epoch(make_app):
+    app = make_app({SPEC: [{"text": "One."}, {"text": "Two."}]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await one_turn(pilot, "hello", 1)
+        await submit(pilot, "/effort")
+        await pilot.pause()
+        assert notices(app)[-1].startswith("effort: the model default")
+        await submit(pilot, "/effort high")
+        await pilot.pause()
+        assert "effort default -> high from the next call: a new cache epoch" in notices(app)[-1]
+        assert app.link.effort == "high" and app.link.session.route.backend.effort == "high"
+        await one_turn(pilot, "again", 2)
+        assert any("cache epoch 1: effort changed by the user: effort default -> high" in n for n in notices(app))
+        await submit(pilot, "/effort ultra")
+        await pilot.pause()
+        assert "usage: /effort [low|medium|high|max|default]" in notices(app)[-1]
+        await submit(pilot, "/effort default")
+        await pilot.pause()
+        assert app.link.effort is None
