@@ -75,8 +75,10 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
     for rel in grader.test_files:
         target = work_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or target.is_dir():
-            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.is_symlink():
+            target.unlink()
         shutil.copyfile(task.tests_dir / rel, target)
     env = _base_env(work_dir, grader.env)
     exit_code, timed_out, output, launch_error, duration, confined = _run_confined(
