@@ -18,7 +18,7 @@ from hitrate.evals.junit import TestOutcome, match_outcomes, parse_junit
 from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
 from hitrate.evals.task_graders import CommandGrader, HarborGrader, SwebenchGrader
-from hitrate.tools.confine import ConfinementPolicy, allowed_env, confined_argv, detect
+from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
 from hitrate.tools.shell import run_command
 
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
@@ -47,9 +47,8 @@ def grade_benchmark(task: Task, source: Path, overlay: Path | None, timeout_s: f
 
 def _run_confined(task: Task, argv: list[str], work_dir: Path, root: Path, env: dict[str, str], limit: float):
     sandbox = detect()
-    if sandbox.program is not None:
-        policy = ConfinementPolicy(hidden_paths=task.hidden_paths)
-        argv = confined_argv(argv, workspace=root, policy=policy, env=env, bwrap=sandbox.program, cwd=work_dir)
+    policy = ConfinementPolicy(hidden_paths=task.hidden_paths)
+    argv = sandboxed_argv(argv, sandbox, workspace=root, policy=policy, env=env, cwd=work_dir)
     started = time.monotonic()
     try:
         outcome = run_command(
@@ -76,8 +75,10 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
     for rel in grader.test_files:
         target = work_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink() or target.is_dir():
-            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.is_symlink():
+            target.unlink()
         shutil.copyfile(task.tests_dir / rel, target)
     env = _base_env(work_dir, grader.env)
     exit_code, timed_out, output, launch_error, duration, confined = _run_confined(

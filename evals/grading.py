@@ -31,7 +31,7 @@ from hitrate.evals import grade_guard
 from hitrate.evals.junit import JunitKey, TestOutcome, display_id, junit_key, match_outcomes, parse_junit
 from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
-from hitrate.tools.confine import ConfinementPolicy, allowed_env, confined_argv, detect
+from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
 from hitrate.tools.shell import run_command
 
 OUTPUT_TAIL_CHARS = 8000
@@ -162,9 +162,8 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     ]  # fmt: skip
     env = _grading_env(guard_dir, verdict_path)
     sandbox = detect()
-    if sandbox.program is not None:
-        hidden = ConfinementPolicy(hidden_paths=task.hidden_paths)
-        argv = confined_argv(argv, workspace=root, policy=hidden, env=env, bwrap=sandbox.program, cwd=work_dir)
+    hidden = ConfinementPolicy(hidden_paths=task.hidden_paths)
+    argv = sandboxed_argv(argv, sandbox, workspace=root, policy=hidden, env=env, cwd=work_dir)
     started = time.monotonic()
     exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env)
     duration = time.monotonic() - started

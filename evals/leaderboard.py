@@ -171,7 +171,7 @@ def load_leaderboard(
     db: str | Path | None, run_ids: Sequence[str] | None, *, price_as: str | None = None, price_table: PriceTable | None = None
 ) -> Leaderboard:
     """The leaderboard of `run_ids`, or of every eval run in the ledger when none is named."""
-    with Ledger(db) as ledger:
+    with Ledger(db, read_only=True) as ledger:
         ids = list(run_ids) if run_ids else eval_run_ids(ledger)
         return build_leaderboard(ledger, ids, price_as=price_as, price_table=price_table)
 
@@ -208,6 +208,7 @@ def leaderboard_table(board: Leaderboard):  # -> rich Group
 
     from hitrate.evals.report import _short_model
     from hitrate.harness.commands.format import money
+    from hitrate.harness.terminal_text import visible
 
     title = "leaderboard" + (f"; costs {board.priced_as}" if board.priced_as else "")
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
@@ -224,7 +225,9 @@ def leaderboard_table(board: Leaderboard):  # -> rich Group
         cost = money(row.cost_per_passed_task_usd) if row.n_passed else "- (none passed)"
         if row.cost_per_passed_task_usd is None and row.n_passed and row.unpriced_calls:
             cost = "unpriced"
-        table.add_row(
+        # Model names, suite names and run ids come from users and models: shown as typed (a `[/]`
+        # is not markup) with control characters visible.
+        table.add_row(*(Text(visible(cell)) for cell in (
             str(row.rank) if row.rank is not None else "≠",
             _short_model(row.model) or "?",
             row.layout or "?",
@@ -238,7 +241,7 @@ def leaderboard_table(board: Leaderboard):  # -> rich Group
             _percent(row.hit_ratio),
             "-" if row.wall_p50_s is None else f"{row.wall_p50_s:.2f}s",
             row.run_id[-8:],
-        )
+        )))  # fmt: skip
     notes = []
     others = [r for r in board.rows if not r.comparable]
     if others:
@@ -250,4 +253,4 @@ def leaderboard_table(board: Leaderboard):  # -> rich Group
         notes.append("replay rows measure the replayed tool-call sequence, not the model.")
     if any(r.n_unavailable for r in board.rows):
         notes.append("n/a: tasks of the suite the run's machine could not run (a missing toolchain or container runtime).")
-    return Group(table, *(Text(n) for n in notes))
+    return Group(table, *(Text(visible(n)) for n in notes))

@@ -29,9 +29,10 @@ from typing import Any
 
 from hitrate.evals.attempt import RunContext, TaskAttempt, TaskJob, TaskResult
 from hitrate.evals.merge import merge_ledgers
-from hitrate.evals.runner import EvalError, EvalRun, QuietObserver, RunObserver, final_status, prepare_run
+from hitrate.evals.runner import EvalError, EvalRun, QuietObserver, RunObserver, RunPlan, final_status, prepare_run
 from hitrate.evals.settings import EvalSettings, RouterRoutes
 from hitrate.harness.events import CallRecorded
+from hitrate.harness.local_backend import LocalEngineServer
 from hitrate.harness.models import parse_model_spec
 from hitrate.harness.policy import RecordedTurn
 from hitrate.store.ledger import Ledger
@@ -79,7 +80,8 @@ def run_task_remote(payload: dict[str, Any]) -> dict[str, Any]:
     sequences = None
     if payload.get("turns") is not None:
         sequences = {task.id: [[RecordedTurn.model_validate(t) for t in attempt] for attempt in payload["turns"]]}
-    routes = RouterRoutes(settings.model)
+    engine_url = payload.get("engine_url")
+    routes = RouterRoutes(settings.model, server=_AttachedEngine(engine_url)) if engine_url else RouterRoutes(settings.model)  # type: ignore[arg-type]
     ctx = RunContext(
         settings=settings,
         run_id=run_id,
@@ -105,6 +107,28 @@ def run_task_remote(payload: dict[str, Any]) -> dict[str, Any]:
     finally:
         conn.close()
     return {"result": result.model_dump(mode="json") if result else None, "shard": shard.name, "data": data, "events": unsent}
+
+
+class _AttachedEngine:
+    """The driver's engine server, as a worker on the same machine sees it: started, not its to stop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def start(self) -> str:
+        return self.url
+
+    def stop(self) -> None:
+        """The driver stops its engine at the end of the run."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+def _single_machine(ray: Any) -> bool:
+    """Every node of the cluster is the driver's machine (a local cluster)."""
+    here = ray.util.get_node_ip_address()
+    return all(node.get("NodeManagerAddress") == here for node in ray.nodes() if node.get("Alive"))
 
 
 def _ray():
@@ -136,14 +160,36 @@ def run_eval_ray(
     user_cancel = cancel or threading.Event()
     plan = prepare_run(db_path, settings, resume, run_id)
     settings, run = plan.settings, plan.run
+    try:
+        return _execute(ray, plan, db_path, address, retries, observer, user_cancel)
+    except BaseException as exc:
+        # The run's row says it did not finish; `--resume` picks it up.
+        with Ledger(db_path) as ledger:
+            ledger.finish_run(run.id, status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+
+
+def _execute(
+    ray: Any, plan: RunPlan, db_path: Path, address: str | None, retries: int, observer: RunObserver, user_cancel: threading.Event
+) -> EvalRun:
+    settings, run = plan.settings, plan.run
     if plan.jobs and parse_model_spec(settings.model).wire != "local_engine":
         # A missing key or an unreachable server is one clear error here, not one per task.
         RouterRoutes(settings.model).open().close()
+    if not plan.jobs:
+        status = final_status(db_path, run.id, plan.tasks, False)
+        return EvalRun(run_id=run.id, settings=settings, status=status, results=[], skipped=plan.skipped, unavailable=plan.suite.unavailable)
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or None
         # A local cluster started for this run needs no dashboard; workers' output stays in their logs.
         extra = {} if address else {"include_dashboard": False}
         ray.init(address=address, log_to_driver=False, **extra)
+    engine = None
+    if parse_model_spec(settings.model).wire == "local_engine" and _single_machine(ray):
+        # On one machine the workers share one engine, as the thread executor's tasks do: one copy
+        # of the model, and its prefix cache sees every task's requests.
+        engine = LocalEngineServer(parse_model_spec(settings.model).model)
+        engine.start()
     remote = ray.remote(num_cpus=1, max_retries=RAY_MAX_RETRIES)(run_task_remote)
     from ray.util.queue import Empty, Queue
 
@@ -168,6 +214,7 @@ def run_eval_ray(
         "run_config": run.config,
         "shard_dir": str(shards),
         "progress": progress,
+        "engine_url": engine.url if engine is not None else None,
     }
 
     def submit(job: TaskJob, row_id: str) -> Any:
@@ -219,6 +266,8 @@ def run_eval_ray(
     finally:
         drain()
         ray.kill(progress.actor)
+        if engine is not None:
+            engine.stop()
         _merge_leftovers(db_path, shards)
     status = final_status(db_path, run.id, plan.tasks, interrupted)
     ordered = [results[t.id] for t in plan.tasks if t.id in results]
@@ -235,14 +284,11 @@ def run_eval_ray(
 
 def _merge_shard(db_path: Path, shard: Path, data: bytes) -> None:
     if not shard.exists():  # written on another machine: its bytes came back with the result
+        # `serialize()` gave the database's whole content as one file image.
         shard.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(shard)
-        try:
-            conn.deserialize(data)
-            conn.execute("VACUUM INTO ?", (str(shard) + ".tmp",))
-        finally:
-            conn.close()
-        Path(str(shard) + ".tmp").replace(shard)
+        partial = shard.with_suffix(".part")
+        partial.write_bytes(data)
+        partial.replace(shard)
     merge_ledgers(db_path, [shard])
     shard.unlink()
 

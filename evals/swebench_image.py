@@ -46,7 +46,10 @@ def model_patch(base: Path, changed: Path) -> str:
         for child in repo.iterdir():
             if child.name == ".git":
                 continue
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
         shutil.copytree(changed, repo, symlinks=True, ignore=_IGNORE, dirs_exist_ok=True)
         _git(repo, "add", "-A", "-f")
         return _git(repo, "diff", "--cached", "--binary")
@@ -91,7 +94,8 @@ def grade_in_image(task: Task, grader: SwebenchGrader, work_dir: Path, root: Pat
     log_dir = log_root / run_id / "hitrate" / grader.instance_id
     output_file = log_dir / LOG_TEST_OUTPUT
     output = output_file.read_text(encoding="utf-8", errors="replace") if output_file.is_file() else ""
-    shutil.copytree(log_dir, root / "swebench-logs", dirs_exist_ok=True) if log_dir.is_dir() else None
+    if log_dir.is_dir():  # kept in this grading's own folder; the shared log folder is cleared
+        shutil.copytree(log_dir, root / "swebench-logs", dirs_exist_ok=True)
     shutil.rmtree(log_root / run_id, ignore_errors=True)
     status = entry.get("tests_status") or {}
     outcomes = {t: TestOutcome.missing for t in task.test_ids}

@@ -10,6 +10,10 @@ A suite is a folder with one sub-folder per task::
         solution/        reference files overlaid on workspace/; never shown to the agent
 
 Test ids are pytest node ids relative to the task root, e.g. ``tests/test_lru.py::test_evicts``.
+
+A task converted from a published benchmark (`evals.benchmarks`) has a `[grader]` table instead of
+`[tests]`: that benchmark's own grading rules (`task_graders`), and a `[source]` table naming the
+original, which the agent never sees either.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hitrate.evals.requirements import unmet
 from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader, TaskSource
 
 TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
@@ -336,8 +341,6 @@ def load_suite(path: Path) -> Suite:
     unavailable = _unconverted(path)
     if not tasks and not unavailable:
         raise SuiteFormatError(path, problem="no task folders found")
-    from hitrate.evals.requirements import unmet  # reads PATH and probes the container runtime
-
     unavailable.update({t.id: reason for t in tasks if (reason := unmet(t.spec.grader)) is not None})
     runnable = [t for t in tasks if t.id not in unavailable]
     return Suite(name=path.name, root=path, tasks=runnable, unavailable=unavailable)

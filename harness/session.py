@@ -60,6 +60,8 @@ from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_head import SessionHeadRecording, StoredHead, frozen_inputs, frozen_notice, head_changes, head_of_inputs
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
+from hitrate.harness.session_clearing import SessionClearing
+from hitrate.harness.session_native import SessionNative
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import Answered, SessionRecording
 from hitrate.harness.session_turns import SessionTurns, effort_miss
@@ -96,7 +98,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadRecording):
+class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNative, SessionTurns, SessionHeadRecording):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -255,8 +257,9 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
         self._previous: PreviousRequest | None = None
         """The last request that returned, to explain the next one's misses."""
-        self._compacted = False
-        """The transcript was compacted since the last call: its miss is labelled `compacted`."""
+        self._rewrite: tuple[str, str] | None = None
+        """(reason, detail) when the session rewrote its history on purpose since the last call
+        (compacted, cleared): the next call's miss is labelled with it."""
         self._cache: tuple[CacheRules, CacheState] | None = None
         """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
@@ -378,7 +381,10 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         A prompt near the model's window is compacted first (`session_compaction`); one the
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
+        self._arm_native_compaction()
         prompt = self._project()
+        if self._clear_if_it_pays(prompt):
+            prompt = self._project()
         if self._needs_compaction(prompt) and self.compact(cancel) is not None:
             prompt = self._project()
         self._epoch_reason = None
@@ -421,7 +427,7 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
                 deadline=deadline,
             )
         except CallError as error:
-            if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
+            if prompt_too_long(error) and not _overflowed and self.compacts_automatically and self.compact(cancel) is not None:
                 left = deadline - time.monotonic() if deadline is not None else None
                 return self.call(step, policy, cancel, time_left_s=left, _overflowed=True)
             raise
@@ -438,6 +444,7 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
         turn = policy.decide(step, result)
         assistant = self._add_reply(turn) if turn is not None else None
+        self._fold_native_compaction(assistant)
         if turn is not None:
             self.emit(
                 AssistantTurn(
@@ -486,13 +493,11 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         explanation = explain_against(
             self._previous, prompt, started_at=started_at, rules=rules, usage=result.usage, cache=self._cache[1]
         )
-        if self._compacted and prompt.messages != self._previous_messages():
-            # The history was replaced by its summary on purpose: say so, with what it cost.
-            self._compacted = False
+        if self._rewrite is not None and prompt.messages != self._previous_messages():
+            # The history was rewritten on purpose (compacted, cleared): say so, with what it cost.
+            (reason, detail), self._rewrite = self._rewrite, None
             if explanation.reason == "prefix_changed":
-                explanation = explanation.model_copy(
-                    update={"reason": "compacted", "label": "compacted", "detail": "the history was compacted into a summary"}
-                )
+                explanation = explanation.model_copy(update={"reason": reason, "label": reason, "detail": detail})
         return explanation
 
     def _previous_messages(self) -> tuple:

@@ -140,6 +140,12 @@ class Ledger:
         if self.read_only:
             self._open_read_only(timeout_s)
             return
+        if self.path.is_file() and not writable(self.path):
+            # SQLite would open it anyway and fail at the first row: a call would go unrecorded.
+            raise LedgerError(
+                f"cannot write ledger {self.path}: the file or its folder is read-only "
+                "(`hitrate ledger`, `report` and `whatif` can still read it)"
+            )
         try:
             make_private(self.path)
         except OSError as exc:

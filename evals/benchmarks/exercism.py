@@ -56,6 +56,7 @@ TRACKS: dict[str, dict[str, Any]] = {
     # The tracks' gradle wrapper downloads gradle; offline, an installed gradle runs the tests.
     "java": {"command": ["gradle", "test", "--offline", "--quiet"], "requires": ["gradle"]},
 }
+_BUILD_DIRS = {"target", "node_modules", "build", "__pycache__", ".pytest_cache", ".gradle"}
 SUFFIX_TRACK = {".py": "python", ".rs": "rust", ".go": "go", ".cpp": "cpp", ".h": "cpp", ".js": "javascript", ".java": "java"}
 
 
@@ -162,12 +163,13 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
     except (OSError, ValueError) as exc:
         return task_id, str(exc)
     task_dir = out / task_id
-    hidden = {".meta", ".docs", *_SKIP} | set(files["test"])
-    workspace = task_dir / "workspace"
+    # The solver sees the exercise without its tests, its reference and its docs (the instruction
+    # carries those), nor build output left in the checkout.
+    tests = set(files["test"])
     for path in sorted(exercise.rglob("*")):
         rel = path.relative_to(exercise)
-        if path.is_file() and not (set(rel.parts) & _SKIP) and rel.parts[0] not in (".meta", ".docs") and rel.as_posix() not in hidden:
-            copy_file(path, workspace / rel)
+        if path.is_file() and rel.parts[0] not in (".meta", ".docs") and not set(rel.parts) & _BUILD_DIRS and rel.as_posix() not in tests:
+            copy_file(path, task_dir / "workspace" / rel)
     for example, target in targets.items():
         copy_file(exercise / example, task_dir / "solution" / target)
     spec: dict[str, Any] = {
@@ -199,8 +201,6 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
     write_task_toml(task_dir, spec)
     return task_id, None
 
-
-_SKIP = {"target", "node_modules", "build", "__pycache__", ".pytest_cache", ".gradle"}
 
 
 def _task_id(track: str, slug: str) -> str:

@@ -236,6 +236,8 @@ def eval_command(
 def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool) -> None:
     from rich.markup import escape
 
+    from hitrate.harness.terminal_text import visible
+
     ran = len(result.results)
     console.print(
         f"run [bold]{escape(result.run_id)}[/bold]: {result.status}; {ran} task(s) run"
@@ -248,7 +250,8 @@ def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool
         console.print(f"  {task_id}: unavailable here: {escape(reason)}", highlight=False)
     for item in result.results:
         if item.outcome != "pass" and item.detail:
-            console.print(f"  {item.name}: {item.outcome}: {escape(item.detail[:200])}", highlight=False)
+            # The detail quotes the graded code's output: its control characters are shown, not obeyed.
+            console.print(f"  {escape(visible(item.name))}: {item.outcome}: {escape(visible(item.detail[:200]))}", highlight=False)
     if show_report:
         from hitrate.evals.report import load_report
         from hitrate.evals.report_render import tables

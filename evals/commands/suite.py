@@ -14,6 +14,7 @@ from hitrate.evals.junit import TestOutcome
 from hitrate.evals.suite_check import TaskCheck, check_tasks, default_workers
 from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
 from hitrate.evals.task import Suite, SuiteFormatError, load_suite
+from hitrate.harness.terminal_text import visible
 
 SuiteArg = Annotated[
     Optional[str],
@@ -146,7 +147,7 @@ def register(app: typer.Typer) -> None:
             if show_output:
                 for label, result in (("workspace/", c.on_workspace), ("solution/", c.with_solution)):
                     console.rule(f"{c.task_id}: pytest output on {label}")
-                    console.print(result.output, highlight=False, markup=False, soft_wrap=True)
+                    console.print(visible(result.output), highlight=False, markup=False, soft_wrap=True)
         total = sum(c.duration_s for c in checks)
         console.print(
             f"{len(checks) - len(broken)}/{len(checks)} tasks sound; {total:.1f} s of test runs, {workers} workers",

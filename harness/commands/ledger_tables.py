@@ -70,7 +70,7 @@ def _footnotes(all_totals: list[UsageTotals]) -> list[str]:
     if any(t.retries for t in all_totals):
         notes.append("n↻: retries (each attempt is a row of its own, counted in calls).")
     if any(t.interrupted_calls for t in all_totals):
-        notes.append("n?: calls interrupted when their process ended (usage unknown; counted in ✗).")
+        notes.append("n?: calls never completed: cut off when their process ended, or still running (usage unknown; counted in ✗).")
     if any(t.flagged_calls for t in all_totals):
         notes.append("n⚑: calls whose usage payload contradicted itself (listed below; all: --flagged).")
     if any(t.cost_usd is not None and _unpriced(t) for t in all_totals):

@@ -113,8 +113,11 @@ def test_ray_run_merges_shards_retries_a_killed_worker_and_resumes(cluster, tmp_
             assert ledger.get_run(run_id).status == "finished"
             leap_calls = ledger.calls(task_id=rows["python-leap"].id)
             raindrops_calls = ledger.calls(task_id=rows["python-raindrops"].id)
-            # The killed attempt's two answered calls stay recorded next to the retry's own calls.
-            assert len(raindrops_calls) == len(leap_calls) + 2
+            # The killed attempt's two answered calls stay recorded next to the retry's own calls, and
+            # so does the call it was waiting on when it was killed: written before its request, it
+            # stays pending (interrupted) with the usage it never got.
+            assert len(raindrops_calls) == len(leap_calls) + 3
+            assert [c.state for c in raindrops_calls].count("pending") == 1
             assert len({c.session_id for c in raindrops_calls}) == 2
             assert rows["python-raindrops"].detail["worker_pid"] != killed[0]
         assert not shard_folder(db, run_id).exists()  # every shard merged, then removed
@@ -146,8 +149,18 @@ class Seen:
         self.finished.append(result.name)
 
 
-def test_ray_runs_the_swebench_examples(cluster, tmp_path):
-    server = fake.FakeLLMServer(default=lambda record: fake.Reply(text="ok")).start()
+def test_ray_runs_the_swebench_examples_and_retries_an_infra_error(cluster, tmp_path):
+    refused = threading.Event()
+
+    def answer(record):
+        # The first request of one instance is refused (401): its task ends as an infra error,
+        # and the driver runs it again in the same ledger row.
+        if "parse_number('-7')" in record.body.decode(errors="replace") and not refused.is_set():
+            refused.set()
+            return fake.Failure(401, {"error": {"type": "authentication_error", "message": "key rotated"}})
+        return fake.Reply(text="ok")
+
+    server = fake.FakeLLMServer(default=answer).start()
     try:
         settings = EvalSettings(
             suite=canonical_suite(f"swebench:{FIXTURES / 'swebench' / 'instances.jsonl'}"),
@@ -163,6 +176,11 @@ def test_ray_runs_the_swebench_examples(cluster, tmp_path):
         with Ledger(tmp_path / "runs.db") as ledger:
             assert sorted(seen.calls) == sorted(c.id for c in ledger.calls(run_id=result.run_id))
         assert sorted(seen.finished) == ["hitrate-fixtures-tinycalc-1", "hitrate-fixtures-tinycalc-2"]
-        assert seen.started == (2, 0)
+        assert seen.started == (2, 0) and refused.is_set()
+        with Ledger(tmp_path / "runs.db") as ledger:
+            [row] = [t for t in ledger.tasks(run_id=result.run_id) if t.name == "hitrate-fixtures-tinycalc-2"]
+            assert row.outcome == "pass" and [a["outcome"] for a in row.detail["previous_attempts"]] == ["infra_error"]
+            calls = ledger.calls(task_id=row.id)
+            assert sum(c.error is not None for c in calls) == 1  # the refused call is one ledger row too
     finally:
         server.stop()
