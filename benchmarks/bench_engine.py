@@ -11,18 +11,26 @@ Measured in one run and printed as ratios:
   request, the prompt tokens whose K/V no earlier request had computed (at least 1: the last
   prompt token always produces the first logits);
 - decode tokens/s vs transformers `generate` on the same model and prompt (goal >= 1.0x), and vs
-  llama.cpp (`llama-cpp-python`) when it is installed and `--gguf` names a GGUF of the same model;
+  llama.cpp (`llama-cpp-python`) when it is installed and `--gguf` names a GGUF of the same model
+  (goal >= 0.9x); the systems alternate run by run and each reports its median, so load from
+  other processes on a shared machine hits all of them alike;
 - aggregate decode tokens/s with 1 / 2 / 4 / 8 concurrent sessions (continuous batching; goal at
-  4 sessions >= 2.5x one session).
+  4 sessions >= 2.5x one session);
+- K/V bytes per cached token as the pool accounts them after one long request, against every
+  layer at every position and against the theoretical minimum (a sliding-window layer needs only
+  its window).
 
     .venv/bin/python benchmarks/bench_engine.py                       # ~25M params, CPU
-    .venv/bin/python benchmarks/bench_engine.py --model-size 0.5b     # on a GPU machine
+    .venv/bin/python benchmarks/bench_engine.py --model-size 0.5b     # on a GPU machine (bf16, SDPA)
+    .venv/bin/python benchmarks/bench_engine.py --model gemma-3-270m-q4_k_m.gguf \
+        --gguf gemma-3-270m-q4_k_m.gguf --skip trace                  # a real model, vs llama.cpp
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import threading
 import random
 import statistics
@@ -167,11 +175,13 @@ class _TokenClock:
 
 
 def measure_decode(engine: TransformersEngine, args, rng: random.Random) -> dict:
-    """Decode tokens/s, first token to last token, for the engine and for transformers `generate`
-    on the same prompt (greedy, fixed length, interleaved runs)."""
+    """Decode tokens/s, first token to last token, for the engine, transformers `generate` and
+    llama.cpp when available, on prompts of the same length (greedy, fixed length). The systems
+    alternate within every round; each reports its median over the rounds."""
     model, device = engine.model, engine.device
     prompt = rand_tokens(rng, args.decode_prompt, engine.vocab_size)
     n = args.decode_tokens
+    llama = llama_cpp_decoder(args, rng)
 
     def ours(salt: str) -> float:
         params = SamplingParams(max_tokens=n, ignore_eos=True)
@@ -188,12 +198,33 @@ def measure_decode(engine: TransformersEngine, args, rng: random.Random) -> dict
         assert out.shape[1] == len(prompt) + n and len(clock.stamps) == n + 1
         return (n - 1) / (clock.stamps[-1] - clock.stamps[1])
 
-    ours("decode-warmup"), theirs()
-    rates_ours, rates_theirs = [], []
+    systems = {"ours": lambda i: ours(f"decode-{i}"), "transformers": lambda i: theirs()}
+    if llama is not None:
+        systems["llama.cpp"] = lambda i: llama()
+    for run in systems.values():  # warm-up: first-call setup, not timed
+        run(-1)
+    rates: dict[str, list[float]] = {name: [] for name in systems}
     for i in range(args.decode_runs):
-        rates_ours.append(ours(f"decode-{i}"))
-        rates_theirs.append(theirs())
-    return {"ours": statistics.median(rates_ours), "transformers": statistics.median(rates_theirs)}
+        for name, run in systems.items():
+            rates[name].append(run(i))
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def measure_kv_bytes(engine: TransformersEngine, args, rng: random.Random) -> dict:
+    """Pool bytes per cached token after one request of `--kv-prompt` tokens on an empty cache,
+    against every layer at every position and the theoretical minimum for that length."""
+    engine.reset_cache()
+    prompt = rand_tokens(rng, args.kv_prompt, engine.vocab_size)
+    result = engine.generate(GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=4, ignore_eos=True),
+                                               salt="kv-bytes"))
+    length = len(prompt) + len(result.token_ids) - 1  # what the pool caches: prompt + reply minus the last token
+    layout = engine.layout
+    per_layer = layout.shape.bytes_per_token // layout.shape.layers
+    windows = [w if t == "sliding_attention" else None for t, w in zip(layout.layer_types, layout.windows)]
+    theoretical = sum(min(length, w) if w else length for w in windows) * per_layer / length
+    m = engine.metrics()
+    return {"tokens": length, "accounted": m["kv_bytes_per_cached_token"], "all_layers": m["kv_bytes_per_token_all_layers"],
+            "theoretical": theoretical, "window_layers": len(engine.window_layers), "layers": layout.shape.layers}
 
 
 def measure_concurrency(engine: TransformersEngine, args, rng: random.Random) -> dict[int, float]:
@@ -234,6 +265,7 @@ def measure_concurrency(engine: TransformersEngine, args, rng: random.Random) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-size", choices=sorted(MODEL_SIZES), default="25m")
+    parser.add_argument("--model", help="a real model instead of the random Llama: a folder, hub id or .gguf file")
     parser.add_argument("--model-dir", type=Path, help="reuse / keep the built model here")
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default=None, help="default: fp32 on CPU, bf16 on GPU")
@@ -254,7 +286,8 @@ def main() -> None:
     parser.add_argument("--concurrent-prompt", type=int, default=64)
     parser.add_argument("--concurrent-tokens", type=int, default=96)
     parser.add_argument("--concurrent-runs", type=int, default=3)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["ttft", "trace", "decode", "concurrency"])
+    parser.add_argument("--kv-prompt", type=int, default=4096)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["ttft", "trace", "decode", "concurrency", "kv"])
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: on a shared machine, multi-threaded matmuls stall "
                              "whenever one thread is descheduled, which swamps the ratios; 0 = torch default)")
@@ -262,14 +295,20 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    folder = args.model_dir or Path(tempfile.mkdtemp(prefix=f"hitrate-bench-{args.model_size}-"))
     t0 = time.perf_counter()
-    if not (folder / "config.json").exists():
-        build_tiny_model(folder, "llama", max_positions=32768, seed=0, initializer_range=0.02, **MODEL_SIZES[args.model_size])
-    engine = TransformersEngine.from_pretrained(folder, device=args.device, dtype=args.dtype, pool_tokens=1 << 16)
+    if args.model:
+        source, kind = args.model, engine_model_name(args.model)
+    else:
+        source = args.model_dir or Path(tempfile.mkdtemp(prefix=f"hitrate-bench-{args.model_size}-"))
+        if not (source / "config.json").exists():
+            build_tiny_model(source, "llama", max_positions=32768, seed=0, initializer_range=0.02, **MODEL_SIZES[args.model_size])
+        kind = "random Llama"
+    engine = TransformersEngine.from_pretrained(source, device=args.device, dtype=args.dtype, pool_tokens=1 << 16)
     params = sum(p.numel() for p in engine.model.parameters())
-    print(f"model: random Llama {params / 1e6:.1f}M params, {engine.device} {engine.layout.shape.dtype}, "
-          f"torch threads {torch.get_num_threads()}, built+loaded in {time.perf_counter() - t0:.1f}s")
+    print(f"model: {kind} {params / 1e6:.1f}M params, {engine.device} {engine.layout.shape.dtype}, "
+          f"attention {engine.model.config._attn_implementation}, torch threads {torch.get_num_threads()}, "
+          f"built+loaded in {time.perf_counter() - t0:.1f}s")
+    print(f"machine load (1/5/15 min): {load_average()} on {os.cpu_count()} CPUs")
 
     rng = random.Random(0)
     rows = []
@@ -294,7 +333,7 @@ def main() -> None:
     if "decode" not in args.skip:
         decode = measure_decode(engine, args, rng)
         print(f"decode: {decode['ours']:.1f} tok/s vs transformers generate {decode['transformers']:.1f} tok/s "
-              f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens)")
+              f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens, median of {args.decode_runs} alternating runs)")
         rows.append(("decode tok/s vs generate", decode["ours"] / decode["transformers"], ">= 1.0"))
         # Decode reads every weight once per token: tokens/s x weight bytes is the memory traffic
         # achieved, to hold against the device's bandwidth (`--bandwidth-gbps`, e.g. 4800 for an H200).
@@ -304,11 +343,11 @@ def main() -> None:
               + (f", {achieved / args.bandwidth_gbps:.1%} of {args.bandwidth_gbps:.0f} GB/s" if args.bandwidth_gbps else ""))
         if args.bandwidth_gbps:
             rows.append(("decode / memory-bandwidth limit", achieved / args.bandwidth_gbps, "-> 1.0"))
-        llama = measure_llama_cpp(args, rng)
+        llama = decode.get("llama.cpp")
         if llama is None:
             print("llama.cpp: skipped (needs llama-cpp-python installed and --gguf MODEL.gguf)")
         else:
-            print(f"llama.cpp ({args.gguf.name}): {llama:.1f} tok/s decode")
+            print(f"llama.cpp ({args.gguf.name}): {llama:.1f} tok/s decode (same prompt length, alternating runs)")
             rows.append(("decode tok/s vs llama.cpp", decode["ours"] / llama, ">= 0.9"))
     if "concurrency" not in args.skip:
         rates = measure_concurrency(engine, args, rng)
@@ -319,14 +358,22 @@ def main() -> None:
             print(f"  {k:>8} {rate:16.1f} {rate / rates[min(rates)]:12.2f}x")
         if 4 in rates and 1 in rates:
             rows.append(("aggregate decode, 4 sessions / 1", rates[4] / rates[1], ">= 2.5"))
+    if "kv" not in args.skip:
+        kv = measure_kv_bytes(engine, args, rng)
+        print(f"K/V bytes per cached token after one {kv['tokens']:,}-token request: {kv['accounted']:,} accounted, "
+              f"{kv['all_layers']:,} for every layer at every position, {kv['theoretical']:,.0f} theoretical "
+              f"({kv['window_layers']} of {kv['layers']} layers slide)")
+        rows.append(("K/V bytes per token accounted / theoretical", kv["accounted"] / kv["theoretical"], "-> 1.0"))
+    print(f"machine load at the end (1/5/15 min): {load_average()}")
     print("ratios:")
     for name, value, goal in rows:
-        print(f"  {name:<36} {value:8.3f}   goal {goal}")
+        print(f"  {name:<44} {value:8.3f}   goal {goal}")
 
 
-def measure_llama_cpp(args, rng: random.Random) -> float | None:
-    """llama.cpp decode tokens/s on `--gguf` (same prompt length and token count), or None when
-    llama-cpp-python is not installed or no GGUF is given."""
+def llama_cpp_decoder(args, rng: random.Random):
+    """A callable timing one llama.cpp decode run on `--gguf` (same prompt length and token count,
+    same thread count) and returning its tokens/s, or None when llama-cpp-python is not installed
+    or no GGUF is given."""
     if args.gguf is None:
         return None
     try:
@@ -335,18 +382,29 @@ def measure_llama_cpp(args, rng: random.Random) -> float | None:
         return None
     llm = Llama(model_path=str(args.gguf), n_ctx=args.decode_prompt + args.decode_tokens + 8,
                 n_threads=args.threads or None, verbose=False)
-    vocab = llm.n_vocab()
-    prompt = rand_tokens(rng, args.decode_prompt, vocab)
-    rates = []
-    for _ in range(args.decode_runs):
+    prompt = rand_tokens(rng, args.decode_prompt, llm.n_vocab())
+
+    def run() -> float:
         llm.reset()
         stamps = []
         for _token in llm.generate(prompt, temp=0.0, reset=True):
             stamps.append(time.perf_counter())
             if len(stamps) == args.decode_tokens:
                 break
-        rates.append((len(stamps) - 1) / (stamps[-1] - stamps[0]))
-    return statistics.median(rates)
+        return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+    return run
+
+
+def engine_model_name(source: str) -> str:
+    return Path(source).name or source
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ Prints rows per second (wall clock, and per CPU-second) for three ways of writin
   per-call      `Ledger.record_call`, one transaction (one commit) per row
   transaction   `record_call` inside one `Ledger.transaction()`
   batch         `Ledger.record_calls`, one transaction for the whole list
+  pending+done  `Ledger.begin_call` before the request, `finish_call` after (what a session does
+                for each attempt, so a killed process leaves its row): two commits per row
 
 Usage: python benchmarks/bench_ledger.py [--rows N] [--priced]
 """
@@ -21,6 +23,7 @@ from hitrate.store.ledger import Ledger
 from hitrate.store.normalize import from_anthropic
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord
+from hitrate.store.usage import Usage
 
 
 def make_calls(n: int) -> list[CallRecord]:
@@ -53,7 +56,7 @@ def timed(label: str, n: int, action) -> float:  # noqa: ANN001
     action()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     rate = n / wall
-    print(f"{label:<12} {n:>7} rows  {rate:>10,.0f} rows/s wall  {n / max(cpu, 1e-9):>10,.0f} rows/s of CPU time")
+    print(f"{label:<13} {n:>7} rows  {rate:>10,.0f} rows/s wall  {n / max(cpu, 1e-9):>10,.0f} rows/s of CPU time")
     return rate
 
 
@@ -69,6 +72,7 @@ def main() -> None:
             per_call = make_calls(args.rows)
             in_txn = make_calls(args.rows)
             batch = make_calls(args.rows)
+            two_step = make_calls(args.rows)
 
             def one_by_one() -> None:
                 for call in per_call:
@@ -79,14 +83,21 @@ def main() -> None:
                     for call in in_txn:
                         ledger.record_call(call, price_table=table)
 
+            def pending_then_done() -> None:
+                for call in two_step:
+                    pending = ledger.begin_call(call.model_copy(update={"usage": Usage()}), price_table=table)
+                    ledger.finish_call(pending.model_copy(update={"usage": call.usage, "error": None}), price_table=table)
+
             print(f"ledger write benchmark ({'cost computed per row' if table else 'no cost computed'}), goal >= 5,000 rows/s")
             rates = {
                 "per-call": timed("per-call", args.rows, one_by_one),
                 "transaction": timed("transaction", args.rows, one_transaction),
                 "batch": timed("batch", args.rows, lambda: ledger.record_calls(batch, price_table=table)),
+                "pending+done": timed("pending+done", args.rows, pending_then_done),
             }
-            assert ledger.count_calls() == 3 * args.rows
+            assert ledger.count_calls() == 4 * args.rows
     print("per-call meets goal" if rates["per-call"] >= 5000 else "per-call BELOW goal")
+    print(f"pending+done / per-call: {rates['pending+done'] / rates['per-call']:.2f}x the rate")
 
 
 if __name__ == "__main__":

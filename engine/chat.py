@@ -24,6 +24,7 @@ template as if it were the newest turn, which is how the model would have seen i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -35,7 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from hitrate.engine import chat_tools_fallback
-from hitrate.engine.api import EngineError
+from hitrate.engine.control_tokens import ControlTokenGuard
+from hitrate.engine.api import ContextLengthError, EngineError
 from hitrate.engine.toolcalls import ToolCall
 
 log = logging.getLogger(__name__)
@@ -114,11 +116,12 @@ class ChatMessage:
 def reply_key(salt: str, content: str, tool_calls: Sequence[ToolCall]) -> str:
     """Identity of an assistant reply as a client echoes it back.
 
-    Tool-call ids are left out (clients may rename them) and the content is compared without
-    surrounding whitespace, which streaming clients and SDKs do not always preserve.
+    Tool-call ids are left out (clients may rename them). The content is compared exactly: a reply
+    echoed with other whitespace is other text, and splicing in the remembered ids would have the
+    model read something the client did not send. Such a turn is encoded from its text instead.
     """
     calls = [[c.name, json.dumps(c.arguments, sort_keys=True, ensure_ascii=False)] for c in tool_calls]
-    blob = json.dumps([salt, content.strip(), calls], ensure_ascii=False, separators=(",", ":"))
+    blob = json.dumps([salt, content, calls], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -143,6 +146,8 @@ class ChatFormat:
             own = own.get("default") or next(iter(own.values()), None)
         self.uses_fallback_template = not own
         self.template: str = own or FALLBACK_CHAT_TEMPLATE
+        # Control tokens typed into content are encoded as text (a user turn cannot open a system turn).
+        self._guard = ControlTokenGuard(tokenizer, self.template)
         self.stop_strings: tuple[str, ...] = ()
         if self.uses_fallback_template and len(self._tokenize(FALLBACK_END_OF_TURN)) != 1:
             self.stop_strings = (FALLBACK_END_OF_TURN,)
@@ -164,7 +169,8 @@ class ChatFormat:
         add_generation_prompt: bool = True,
         template_kwargs: dict[str, Any] | None = None,
     ) -> str:
-        """The template's own text for the whole conversation (no reply splicing)."""
+        """The template's own text for the whole conversation (no reply splicing). Control-token
+        spellings from the messages are wrapped in the private-use markers of `control_tokens`."""
         if not messages:
             raise ChatTemplateError("the conversation has no messages")
         continue_final = messages[-1].role == "assistant"
@@ -209,23 +215,57 @@ class ChatFormat:
         add_generation_prompt: bool,
         continue_final: bool = False,
     ) -> str:
+        guard = self._guard
         try:
             return self.tokenizer.apply_chat_template(
-                messages,
-                tools=list(tools) if tools else None,
+                guard.mark(messages),
+                tools=guard.mark(list(tools)) if tools else None,
                 chat_template=self.template,
                 add_generation_prompt=add_generation_prompt,
                 continue_final_message=continue_final,
                 tokenize=False,
-                **(template_kwargs or {}),
+                **guard.mark(template_kwargs or {}),
             )
         except Exception as exc:  # jinja2 TemplateError, raise_exception(...) in templates, ValueError
             raise ChatTemplateError(f"chat template rejected the conversation: {exc}") from exc
 
     def _tokenize(self, text: str) -> list[int]:
-        if not text:
-            return []
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Ids of rendered text (or of content marked with `self._guard.mark`)."""
+        return self._guard.encode(text)
+
+    # ----------------------------------------------------------------- size before tokenizing
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token of the vocabulary stands for. Read from the tokens' own
+        spellings, which are never shorter than the text they decode to (byte-level BPE spells each
+        byte as one character, SentencePiece a space as one "▁", byte fallback as "<0x41>")."""
+        vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        return max((len(t) for t in vocab if t), default=1)
+
+    def min_prompt_tokens(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None = None) -> int:
+        """A floor on the number of tokens of the prompt, from the length of its text alone.
+
+        Each token stands for at most `max_token_chars` characters, so N characters take at least
+        N / max_token_chars tokens; the floor is halved once more because a tokenizer's normalizer
+        may shorten text (Unicode composition joins a letter and its accent). Cheap next to
+        tokenizing: a prompt far over the context window is refused before any big string is built.
+        """
+        chars = sum(len(m.content) for m in messages)
+        chars += sum(len(json.dumps(c.arguments, ensure_ascii=False)) for m in messages for c in m.tool_calls)
+        if tools:
+            chars += len(json.dumps(list(tools), ensure_ascii=False, default=str))
+        return chars // (2 * self.max_token_chars)
+
+    def ensure_can_fit(self, messages: Sequence[ChatMessage], tools: Sequence[dict[str, Any]] | None,
+                       window: int) -> None:
+        """Raises `ContextLengthError` when the prompt cannot fit `window` tokens whatever its exact count."""
+        floor = self.min_prompt_tokens(messages, tools)
+        if floor >= window:
+            raise ContextLengthError(
+                f"prompt is too long: at least {floor} tokens, but the model's context window is {window} tokens "
+                "(counted from the length of its text, before tokenizing)"
+            )
 
     # ----------------------------------------------------------------- replies
 
@@ -294,7 +334,7 @@ class ChatFormat:
             self._memo_prompt(chain[boundaries[-1]], ids)
         if continue_final:
             # Prefill: the final assistant message is continued, so it gets no end-of-turn markup.
-            ids = ids + self._tokenize(msgs[-1].content)
+            ids = ids + self._tokenize(self._guard.mark(msgs[-1].content))
         return ids
 
     def _resume(self, chain: list[str], boundaries: list[int]) -> tuple[int, list[int] | None]:
@@ -377,9 +417,11 @@ class ChatFormat:
         # The template frames this turn differently from a plain reply (e.g. a header without a
         # newline before tool calls): fall back to Hermes markup, which the parser also reads.
         message = msgs[turn]
-        parts = [message.content] if message.content else []
+        mark = self._guard.mark
+        parts = [mark(message.content)] if message.content else []
         parts += [
-            "<tool_call>\n" + json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) + "\n</tool_call>"
+            "<tool_call>\n" + mark(json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False))
+            + "\n</tool_call>"
             for c in message.tool_calls
         ]
         return "\n".join(parts)

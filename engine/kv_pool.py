@@ -9,12 +9,18 @@ The optional host tier is a second tensor of the same layout in CPU memory (pinn
 is on a GPU) that receives pages the radix tree evicts, so they can come back without recompute.
 Page bookkeeping (which pages are free, which prefix they hold) lives in `radix.RadixCache`; this
 module only moves bytes.
+
+Sliding-window mode (`window_layers` and `window_pages`): the pages hold only the full-attention
+layers, and a second tensor of `window_pages` pages holds the sliding layers' K/V of the positions
+some cached end still needs (see `radix_window`), so a long cached prefix costs the sliding layers
+no more than their window.
 """
 
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -69,13 +75,25 @@ class KVPool:
         page_size: int,
         device: torch.device | str,
         host_pages: int = 0,
+        window_layers: Sequence[int] = (),
+        window_pages: int = 0,
     ) -> None:
         self.shape = shape
         self.page_size = page_size
         self.num_pages = num_pages
         self.device = torch.device(device)
+        if window_pages and window_layers and host_pages:
+            raise ValueError("sliding-window pages and the host tier cannot be combined")
+        self.window_layers = sorted(set(window_layers)) if window_pages else []
+        self.window_pages = window_pages if self.window_layers else 0
+        self.full_layers = [i for i in range(shape.layers) if i not in set(self.window_layers)]
         slots = num_pages * page_size
-        self.data = torch.zeros(shape.layers, 2, shape.kv_heads, slots, shape.head_dim, dtype=shape.dtype, device=self.device)
+        self.data = torch.zeros(len(self.full_layers), 2, shape.kv_heads, slots, shape.head_dim, dtype=shape.dtype,
+                                device=self.device)
+        self.window_data: torch.Tensor | None = None
+        if self.window_layers:
+            self.window_data = torch.zeros(len(self.window_layers), 2, shape.kv_heads, self.window_pages * page_size,
+                                           shape.head_dim, dtype=shape.dtype, device=self.device)
         self.host_pages = host_pages
         self.host: torch.Tensor | None = None
         if host_pages:
@@ -101,9 +119,18 @@ class KVPool:
         slots = (index[:, None] * ps + self._offsets).reshape(-1)
         return slots[start - first * ps : end - first * ps]
 
+    @property
+    def windowed(self) -> bool:
+        return self.window_data is not None
+
+    def bytes_per_token(self, layers: Sequence[int]) -> int:
+        s = self.shape
+        return len(layers) * 2 * s.kv_heads * s.head_dim * self.data.element_size()
+
     def gather(self, pages: array, start: int, end: int) -> torch.Tensor:
-        """K/V of positions [start, end) as `[layers, 2, kv_heads, end - start, head_dim]`."""
-        out = torch.empty(
+        """K/V of positions [start, end) as `[layers, 2, kv_heads, end - start, head_dim]` (in
+        sliding-window mode the full-attention layers only; the sliding layers stay zero)."""
+        out = torch.zeros(
             (self.shape.layers, 2, self.shape.kv_heads, end - start, self.shape.head_dim),
             dtype=self.data.dtype,
             device=self.device,
@@ -113,8 +140,12 @@ class KVPool:
 
     def read_into(self, pages: array, start: int, end: int, out: torch.Tensor) -> None:
         """Copy positions [start, end) into `out` (`[layers, 2, kv_heads, end - start, head_dim]`,
-        e.g. a view of a sequence buffer), without an intermediate tensor when slots form runs."""
+        e.g. a view of a sequence buffer), without an intermediate tensor when slots form runs. In
+        sliding-window mode only the full-attention layers are copied (`read_window_into`)."""
         slots = self.slot_index(pages, start, end)
+        if self.windowed:
+            _gather_layers(self.data, slots, out, self.full_layers)
+            return
         runs = _runs(slots)
         if runs is None:
             out.copy_(self.data.index_select(3, slots))
@@ -123,16 +154,33 @@ class KVPool:
         for offset, first, length in runs:
             out[:, :, :, offset : offset + length] = data[:, :, :, first : first + length]
 
-    def write(self, pages: array, kv: torch.Tensor) -> None:
-        """Store `kv` (`[layers, 2, kv_heads, len(pages) * page_size, head_dim]`) into `pages`."""
-        slots = self.slot_index(pages, 0, len(pages) * self.page_size)
-        runs = _runs(slots)
-        if runs is None:
-            self.data.index_copy_(3, slots, kv)
+    def read_window_into(self, windows: array, start: int, end: int, out: torch.Tensor) -> None:
+        """Copy the sliding layers' K/V of positions [start, end) from the window pages
+        `windows` (which must hold every page of that range) into `out`, as `read_into`."""
+        assert self.window_data is not None
+        _gather_layers(self.window_data, self.slot_index(windows, start, end), out, self.window_layers)
+
+    def write(self, pages: array | None, kv: torch.Tensor, windows: array | None = None) -> None:
+        """Store `kv` (`[layers, 2, kv_heads, n * page_size, head_dim]`) into `pages`; in
+        sliding-window mode the full-attention layers go to `pages` and the sliding layers to the
+        window pages `windows` (either may be None: that part is not written)."""
+        if not self.windowed:
+            assert pages is not None
+            slots = self.slot_index(pages, 0, len(pages) * self.page_size)
+            runs = _runs(slots)
+            if runs is None:
+                self.data.index_copy_(3, slots, kv)
+                return
+            data = self.data
+            for offset, first, length in runs:
+                data[:, :, :, first : first + length] = kv[:, :, :, offset : offset + length]
             return
-        data = self.data
-        for offset, first, length in runs:
-            data[:, :, :, first : first + length] = kv[:, :, :, offset : offset + length]
+        if pages is not None:
+            _scatter_layers(kv, self.full_layers, self.data, self.slot_index(pages, 0, len(pages) * self.page_size))
+        if windows is not None:
+            assert self.window_data is not None
+            _scatter_layers(kv, self.window_layers, self.window_data,
+                            self.slot_index(windows, 0, len(windows) * self.page_size))
 
     def offload(self, device_pages: array, host_pages: array) -> None:
         """Copy device pages to host pages (radix-tree eviction into the host tier)."""
@@ -158,4 +206,29 @@ class KVPool:
 
     @property
     def device_bytes(self) -> int:
-        return self.data.numel() * self.data.element_size()
+        total = self.data.numel() * self.data.element_size()
+        if self.window_data is not None:
+            total += self.window_data.numel() * self.window_data.element_size()
+        return total
+
+
+def _gather_layers(src: torch.Tensor, slots: torch.Tensor, out: torch.Tensor, layers: list[int]) -> None:
+    """out[layers[g]] <- src[g] at `slots`, for a pool tensor holding a subset of the layers."""
+    runs = _runs(slots)
+    for g, layer in enumerate(layers):
+        if runs is None:
+            out[layer].copy_(src[g].index_select(2, slots))
+            continue
+        for offset, first, length in runs:
+            out[layer, :, :, offset : offset + length] = src[g, :, :, first : first + length]
+
+
+def _scatter_layers(kv: torch.Tensor, layers: list[int], dst: torch.Tensor, slots: torch.Tensor) -> None:
+    """dst[g] at `slots` <- kv[layers[g]]."""
+    runs = _runs(slots)
+    for g, layer in enumerate(layers):
+        if runs is None:
+            dst[g].index_copy_(2, slots, kv[layer])
+            continue
+        for offset, first, length in runs:
+            dst[g, :, :, first : first + length] = kv[layer, :, :, offset : offset + length]

@@ -25,6 +25,10 @@ that ends its prefix; every node keeps a count of the pins at or below it, so pa
 nested pins count once against the cap on how much of the pool pins may hold. Expiry is read from
 an injectable `clock` (monotonic seconds).
 
+Sliding-window pages: with `window_tokens` (the window of a model's sliding layers) and
+`window_pages`, each page's sliding-layer K/V lives in a separate window page that is released
+once no cached end needs it; see `radix_window`. Not combined with the host tier.
+
 Host tier: when `host_pages > 0`, an evicted device leaf is copied to host pages (through the
 `on_offload` hook) and stays matchable; `begin` copies it back (`on_reload`) instead of letting the
 runner recompute it. Host leaves are themselves evicted LRU when the host tier is full.
@@ -38,6 +42,7 @@ from array import array
 from typing import Callable, Iterable
 
 from hitrate.engine.radix_host import HostTierMixin
+from hitrate.engine.radix_window import SlidingWindowMixin
 from hitrate.engine.radix_nodes import (
     Lease,
     Node,
@@ -52,7 +57,7 @@ from hitrate.engine.radix_nodes import (
 
 __all__ = ["RadixCache", "Lease", "RadixStats", "common_prefix_length", "PageHook", "WriteHook"]
 
-class RadixCache(HostTierMixin):
+class RadixCache(HostTierMixin, SlidingWindowMixin):
     """Prefix index over `num_pages` device pages of `page_size` tokens each."""
 
     def __init__(
@@ -65,9 +70,13 @@ class RadixCache(HostTierMixin):
         on_reload: PageHook | None = None,
         max_pinned_fraction: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        window_tokens: int | None = None,
+        window_pages: int = 0,
     ) -> None:
-        if num_pages < 1 or page_size < 1 or host_pages < 0:
-            raise ValueError("num_pages and page_size must be >= 1 and host_pages >= 0")
+        if num_pages < 1 or page_size < 1 or host_pages < 0 or window_pages < 0:
+            raise ValueError("num_pages and page_size must be >= 1, host_pages and window_pages >= 0")
+        if window_tokens and window_pages and host_pages:
+            raise ValueError("sliding-window pages and the host tier cannot be combined")
         self.page_size = page_size
         self.num_pages = num_pages
         self.host_pages = host_pages
@@ -89,6 +98,7 @@ class RadixCache(HostTierMixin):
         self._max_pinned_fraction = max_pinned_fraction
         self._max_pinned_pages = int(num_pages * max_pinned_fraction)
         self.stats = RadixStats()
+        self._init_windows(window_tokens, window_pages)
 
     # ------------------------------------------------------------------ public API
 
@@ -148,13 +158,24 @@ class RadixCache(HostTierMixin):
         reloaded = 0
         if node.value is None:  # the match runs into host-tier nodes
             node, matched, reloaded = self._reload(root, path, matched)
+        windows = None
+        if self.window_tokens:
+            keep = self._hit_end(path)
+            if keep < len(path):  # the window before the match's end was released: end earlier
+                self.stats.window_shortened_hits += 1
+                path = path[:keep]
+                node = path[-1] if path else root
+                matched = sum(len(n.key) for n in path)
+            windows = array("q")
+            for n in path:
+                windows += n.window
         node.lock += 1
         pages = array("q")
         for n in path:
             if n.value is None:
                 break
             pages += n.value
-        return Lease(node, matched, pages, salt, reloaded)
+        return Lease(node, matched, pages, salt, reloaded, windows)
 
     def finish(
         self,
@@ -166,7 +187,9 @@ class RadixCache(HostTierMixin):
     ) -> int:
         """Insert `tokens` (which must extend the leased prefix), unlock, and return how many new
         tokens were stored. `write(start, end, pages)` must fill `pages` with the KV of tokens
-        [start, end); it is called once, before the new node becomes visible. Each `(n, ttl_s)` in
+        [start, end); it is called once, before the new node becomes visible. In sliding-window mode
+        it is called as `write(start, end, pages, window_pages)`, `pages` (full layers) or
+        `window_pages` (sliding layers) being None when only the other part is written. Each `(n, ttl_s)` in
         `pins` then pins tokens[:n] for ttl_s seconds (shortest prefix first, so that when the cap
         refuses a pin it is a longer one and the shared head stays protected)."""
         if lease.done:
@@ -177,12 +200,22 @@ class RadixCache(HostTierMixin):
             # Cheap guard against a caller passing a different sequence: the last leased edge must match.
             if node.parent is not None and tokens[lease.matched - len(node.key) : lease.matched] != node.key:
                 raise ValueError("tokens do not extend the prefix matched by begin()")
-            inserted = self._insert_below(node, lease.matched, tokens, write)
+            inserted, end_node, end = self._insert_below(node, lease.matched, tokens, write)
+            if self.window_tokens:
+                end_node.lock += 1
+                try:
+                    self._fill_windows(end_node, end, write)  # the new end's window first
+                    if inserted:  # then, while pages last, the rest of the new leaf (released below)
+                        self._fill_windows(end_node, end, write, low=end - inserted, evict=False)
+                finally:
+                    end_node.lock -= 1
         finally:
             node.lock -= 1
         for length, ttl_s in sorted(pins):
             if length > 0 and ttl_s > 0:
                 self.pin(tokens, lease.salt, length, ttl_s)
+        if self.window_tokens:
+            self._release_windows(self._roots[lease.salt])
         return inserted
 
     def abort(self, lease: Lease) -> None:
@@ -246,6 +279,8 @@ class RadixCache(HostTierMixin):
             on_reload=self._on_reload,
             max_pinned_fraction=self._max_pinned_fraction,
             clock=self.clock,
+            window_tokens=self.window_tokens,
+            window_pages=self.window_pages,
         )
 
     # ------------------------------------------------------------------ internals
@@ -307,6 +342,7 @@ class RadixCache(HostTierMixin):
             child.host = child.host[p:]
         # upper.lock stays 0: it has `child` below it, and only leaves are ever evicted, so a lock
         # held on `child` already protects it.
+        self._split_windows(upper, child, p)
         upper.atime = child.atime
         upper.pinned_below = child.pinned_below  # the same pins end at or below both halves
         child.parent.children[child.ckey] = upper
@@ -316,7 +352,9 @@ class RadixCache(HostTierMixin):
         upper.children[child.ckey] = child
         return upper
 
-    def _insert_below(self, node: Node, depth: int, tokens: list, write: WriteHook | None) -> int:
+    def _insert_below(self, node: Node, depth: int, tokens: list, write: WriteHook | None) -> tuple[int, Node, int]:
+        """Insert tokens[depth:] below `node`; returns (tokens stored, the node where the stored
+        path now ends, its depth)."""
         ps = self.page_size
         end = len(tokens) - len(tokens) % ps
         pos = depth
@@ -342,7 +380,7 @@ class RadixCache(HostTierMixin):
             pos += m
             break
         if pos >= end:
-            return 0
+            return 0, node, pos
         want = (end - pos) // ps
         if want > len(self._free):
             node.lock += 1  # keep the insertion point alive while making room
@@ -352,24 +390,29 @@ class RadixCache(HostTierMixin):
                 node.lock -= 1
         got = min(want, len(self._free))
         if got == 0:
-            return 0
+            return 0, node, pos
         pages = take(self._free, got)
         stop = pos + got * ps
         if write is not None:
             try:
-                write(pos, stop, pages)
+                if self.window_tokens:
+                    write(pos, stop, pages, None)
+                else:
+                    write(pos, stop, pages)
             except BaseException:
                 give(self._free, pages)
                 raise
         self._uid += 1
         ckey = tokens[pos] if ps == 1 else tuple(tokens[pos : pos + ps])
         leaf = Node(tokens[pos:stop], pages, node, ckey, self._uid)
+        if self.window_tokens:
+            self._new_leaf_windows(leaf)
         self._tick += 1
         leaf.atime = self._tick
         node.children[ckey] = leaf
         heapq.heappush(self._heap, (leaf.atime, leaf.uid, leaf))
         self.stats.inserted_tokens += stop - pos
-        return stop - pos
+        return stop - pos, leaf, stop
 
     def _is_device_leaf(self, node: Node) -> bool:
         for c in node.children.values():
@@ -397,7 +440,7 @@ class RadixCache(HostTierMixin):
                 continue
             if node.children and (not host or not self._is_device_leaf(node)):
                 continue  # re-pushed when its last device child leaves
-            if len(node.value) > pages - freed:
+            if len(node.value) > pages - freed and not self.window_tokens:
                 # Evict only the tail pages the caller needs; the head of this leaf (older,
                 # more shared positions) stays cached and becomes the next LRU candidate.
                 self._split(node, len(node.key) - (pages - freed) * self.page_size)
@@ -407,6 +450,7 @@ class RadixCache(HostTierMixin):
             if host and self._offload(node):
                 stats.offloaded_pages += n
             else:
+                self._drop_windows(node)
                 self._drop_subtree(node)
             give(self._free, value)
             freed += n

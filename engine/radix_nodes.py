@@ -14,7 +14,8 @@ WriteHook = Callable[[int, int, array], None]  # (start token, end token, page i
 class Node:
     """One edge of the tree (the token run from its parent) and the pages that hold its K/V."""
 
-    __slots__ = ("key", "value", "host", "children", "parent", "ckey", "lock", "atime", "uid", "pinned_below")
+    __slots__ = ("key", "value", "host", "children", "parent", "ckey", "lock", "atime", "uid", "pinned_below",
+                 "window", "wstart", "wheld")
 
     def __init__(self, key: list, value: array | None, parent: "Node | None", ckey, uid: int) -> None:
         self.key = key  # token ids of the edge from parent to this node
@@ -27,17 +28,25 @@ class Node:
         self.atime = 0
         self.uid = uid
         self.pinned_below = 0  # live pins ending at this node or below it (its pages are pinned if > 0)
+        # Sliding-window mode (`radix_window`): per page, the window page holding the sliding layers'
+        # K/V, or -1. [0, wstart) are -1 (reclaimed), [wstart, wheld) released but still valid
+        # (reclaimable), [wheld, len) held.
+        self.window: array | None = None
+        self.wstart = 0
+        self.wheld = 0
 
 
 class Lease:
     """A request's hold on its matched prefix. `pages` covers tokens [0, matched)."""
 
-    __slots__ = ("node", "matched", "pages", "salt", "reloaded", "done")
+    __slots__ = ("node", "matched", "pages", "windows", "salt", "reloaded", "done")
 
-    def __init__(self, node: Node, matched: int, pages: array, salt: str, reloaded: int) -> None:
+    def __init__(self, node: Node, matched: int, pages: array, salt: str, reloaded: int,
+                 windows: array | None = None) -> None:
         self.node = node
         self.matched = matched
         self.pages = pages
+        self.windows = windows  # window page per page of `pages` (sliding-window mode), -1 if released
         self.salt = salt
         self.reloaded = reloaded  # tokens of the match brought back from the host tier
         self.done = False
@@ -54,6 +63,10 @@ class RadixStats:
     offloaded_pages: int = 0  # of which copied to the host tier
     host_evicted_pages: int = 0
     pinned_skipped: int = 0  # pin requests refused because pins would hold too much of the pool
+    window_released_pages: int = 0  # sliding-layer pages no cached end needs (reclaimable, still hit-able)
+    window_reclaimed_pages: int = 0  # of which reused for other positions (no longer hit-able)
+    window_written_pages: int = 0  # sliding-layer pages written for the window of a new end
+    window_shortened_hits: int = 0  # matches cut back to an end whose window is still cached
 
 
 def take(stack: array, n: int) -> array:

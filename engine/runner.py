@@ -13,6 +13,10 @@ step). Per request:
 4. `radix.finish` stores the K/V of every token the model consumed (prompt + generated, minus the
    last sampled token, which was never fed) into pool pages, so the next turn of a conversation
    hits the reply too, unlocks, and pins each of the request's `pins` for its own TTL.
+
+Models with sliding-window layers keep those layers' pool K/V only within the window of each
+cached end (`radix_window`): what a cached token costs drops towards the full-attention layers'
+share as prefixes grow past the window (Gemma 3 270M: 3 of 18 layers).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from hitrate.engine.api import (
     SamplingParams,
     StreamItem,
 )
-from hitrate.engine.batch_kv import BatchKV
+from hitrate.engine.batch_kv import BatchKV, sliding_slice_windows
 from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.kv_pool import KVPool
 from hitrate.engine.radix import RadixCache
@@ -45,6 +49,9 @@ _CPU_POOL_BYTES = 1 << 30  # default pool budget on CPU
 _GPU_POOL_FRACTION = 0.4  # of the memory left free after loading the model
 _MAX_AUTO_POOL_TOKENS = 1 << 20
 _INITIAL_ROW_CAPACITY = 256  # positions per batch row before the first growth
+# Auto-sized pools of sliding-window models: window pages for this share of the cached tokens
+# (each cached end needs only its last `window` positions of the sliding layers).
+_WINDOW_SHARE = 4
 
 
 class TransformersEngine:
@@ -62,9 +69,13 @@ class TransformersEngine:
         prefill_chunk: int = 4096,
         max_batch: int = 8,
         interleave_chunk: int = 256,
+        window_pool_tokens: int | None = None,
     ) -> None:
         """`max_batch`: requests running at once (each holds one row of the batch buffer; more wait).
-        `interleave_chunk`: prefill chunk while other requests are decoding."""
+        `interleave_chunk`: prefill chunk while other requests are decoding.
+        `window_pool_tokens`: for models with sliding-window layers, how many cached positions may
+        hold those layers' K/V (default: `pool_tokens` when that is given, else a share of the
+        automatic budget); 0 keeps every layer for every cached token."""
         if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
             raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
@@ -78,20 +89,32 @@ class TransformersEngine:
         self._logits_to_keep = modelinfo.accepts_logits_to_keep(model)
         self.page_size = page_size
         self.prefill_chunk = prefill_chunk
-        if pool_tokens is None:
-            pool_tokens = self._auto_pool_tokens()
-        num_pages = max(1, pool_tokens // page_size)
+        self.max_batch = max_batch
         host_pages = max(0, host_tier_tokens // page_size)
-        self.pool = KVPool(self.layout.shape, num_pages=num_pages, page_size=page_size, device=self.device, host_pages=host_pages)
+        # The sliding layers' window, when the pool can release their pages (one window shared by
+        # every sliding layer; not with a host tier, whose offloaded pages keep every layer).
+        window = sliding_slice_windows(self.layout.layer_types, self.layout.windows).get("sliding_attention")
+        self.window_layers = [i for i, t in enumerate(self.layout.layer_types) if t == "sliding_attention"] if window else []
+        if host_pages or window_pool_tokens == 0:
+            self.window_layers = []
+        if pool_tokens is None:
+            pool_tokens, auto_window = self._auto_pool_tokens(window)
+            window_pool_tokens = auto_window if window_pool_tokens is None else window_pool_tokens
+        elif window_pool_tokens is None:
+            window_pool_tokens = pool_tokens
+        num_pages = max(1, pool_tokens // page_size)
+        window_pages = max(1, window_pool_tokens // page_size) if self.window_layers else 0
+        self.pool = KVPool(self.layout.shape, num_pages=num_pages, page_size=page_size, device=self.device,
+                           host_pages=host_pages, window_layers=self.window_layers, window_pages=window_pages)
         self.radix = RadixCache(
-            num_pages, page_size, host_pages=host_pages, on_offload=self.pool.offload, on_reload=self.pool.reload
+            num_pages, page_size, host_pages=host_pages, on_offload=self.pool.offload, on_reload=self.pool.reload,
+            window_tokens=window if self.window_layers else None, window_pages=window_pages,
         )
         self._eos = _eos_ids(model, tokenizer)
         self._counts = dict.fromkeys(
             ("requests", "prompt_tokens", "cached_tokens", "prefill_tokens_computed", "decode_tokens", "hot_reused_tokens"), 0
         )
         implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
-        self.max_batch = max_batch
         self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
         self.kv = BatchKV(self.layout.shape, rows=1, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
                           layer_types=self.layout.layer_types, windows=self.layout.windows)
@@ -119,6 +142,7 @@ class TransformersEngine:
         prefill_chunk: int = 4096,
         max_batch: int = 8,
         interleave_chunk: int = 256,
+        window_pool_tokens: int | None = None,
         verbose: bool = False,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
@@ -163,16 +187,28 @@ class TransformersEngine:
             prefill_chunk=prefill_chunk,
             max_batch=max_batch,
             interleave_chunk=interleave_chunk,
+            window_pool_tokens=window_pool_tokens,
         )
 
-    def _auto_pool_tokens(self) -> int:
-        per_token = self.layout.shape.bytes_per_token
+    def _auto_pool_tokens(self, window: int | None) -> tuple[int, int]:
+        """(pool tokens, window-pool tokens) that fit the memory budget."""
+        shape = self.layout.shape
         if self.device.type == "cuda":
             free, _total = torch.cuda.mem_get_info(self.device)
             budget = int(free * _GPU_POOL_FRACTION)
         else:
             budget = _CPU_POOL_BYTES
-        return max(self.page_size, min(budget // per_token, _MAX_AUTO_POOL_TOKENS))
+        per_layer = shape.bytes_per_token // shape.layers
+        if not self.window_layers or not window:
+            tokens = max(self.page_size, min(budget // shape.bytes_per_token, _MAX_AUTO_POOL_TOKENS))
+            return tokens, tokens
+        full = per_layer * (shape.layers - len(self.window_layers))
+        sliding = per_layer * len(self.window_layers)
+        # Window pages for a share of the pool, but at least two windows per batch row.
+        tokens = budget // (full + sliding // _WINDOW_SHARE)
+        windowed = max(tokens // _WINDOW_SHARE, 2 * self.max_batch * window)
+        tokens = max(self.page_size, min((budget - windowed * sliding) // max(full, 1), _MAX_AUTO_POOL_TOKENS))
+        return tokens, min(windowed, tokens)
 
     # ------------------------------------------------------------------ Engine protocol
 
@@ -235,6 +271,12 @@ class TransformersEngine:
             "pool_pages_total": self.radix.num_pages,
             "pool_tokens_total": self.radix.num_pages * self.page_size,
             "pool_bytes": self.pool.device_bytes,
+            "kv_bytes_per_token_all_layers": self.layout.shape.bytes_per_token,
+            "kv_bytes_per_cached_token": self.kv_bytes_per_cached_token(),
+            "window_pages_used": self.radix.window_used_pages,
+            "window_pages_total": self.radix.window_pages,
+            "window_released_pages": stats.window_released_pages,
+            "window_shortened_hits": stats.window_shortened_hits,
             "evicted_pages": stats.evicted_pages,
             "host_tier_pages_used": self.radix.host_used_pages,
             "host_tier_pages_total": self.radix.host_pages,
@@ -263,6 +305,18 @@ class TransformersEngine:
             raise item
         assert isinstance(item, PrefillLogits)
         return item.logits, item.cached_tokens
+
+    def kv_bytes_per_cached_token(self) -> int:
+        """Pool bytes the cached tokens hold, per cached token: every layer's K/V without
+        sliding-window pages; with them, the full-attention layers plus the window pages in use."""
+        pool = self.pool
+        used = self.radix.used_pages
+        if not used:
+            return 0
+        total = used * pool.bytes_per_token(pool.full_layers)
+        if pool.windowed:
+            total += self.radix.window_used_pages * pool.bytes_per_token(pool.window_layers)
+        return total // used
 
     def reset_cache(self) -> None:
         """Forget every cached prefix (e.g. after swapping weights); waits for running requests."""

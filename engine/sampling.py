@@ -27,10 +27,17 @@ def make_generator(params: SamplingParams, device: torch.device) -> torch.Genera
     return generator
 
 
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """Index of the largest logit along the last dimension (the first one on ties, as `argmax`).
+    `max(...).indices` rather than `argmax`: on CPU, argmax over a 262k-entry vocabulary (Gemma 3)
+    takes about 1 ms against 0.1 ms, a step's worth of Python overhead on every decoded token."""
+    return logits.max(-1).indices
+
+
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None = None) -> int:
     """Pick the next token id from a `[vocab]` logits vector."""
     if params.temperature == 0:
-        return int(torch.argmax(logits))
+        return int(greedy(logits))
     probs = torch.softmax(logits.float() / params.temperature, dim=-1)
     if params.top_p < 1:
         sorted_probs, order = torch.sort(probs, descending=True)

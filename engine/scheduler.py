@@ -32,7 +32,7 @@ import torch
 from hitrate.engine.api import GenerationChunk, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
 from hitrate.engine.radix import RadixCache, common_prefix_length
-from hitrate.engine.sampling import make_generator, sample
+from hitrate.engine.sampling import greedy, make_generator, sample
 from hitrate.engine.sequence import PrefillLogits, Sequence
 from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
 
@@ -47,6 +47,9 @@ _MAX_SHARED_WAIT_S = 5.0  # ... but never longer than this
 class _RowState:
     tokens: list[int] = field(default_factory=list)  # what the row's K/V holds
     salt: str = ""
+    # Sliding-window pool: the row's sliding layers hold valid K/V from this position on only
+    # (what was loaded from window pages); full layers hold every position of `tokens`.
+    window_from: int = 0
     owner: Sequence | None = None
 
 
@@ -257,8 +260,18 @@ class Scheduler:
         row, matched = self.rows[seq.row], seq.lease.matched
         valid = self._valid(row, seq, matched)
         self.kv.truncate(seq.row, valid)
-        if matched > valid:
-            self.kv.load_from(self.pool, seq.lease.pages, seq.row, valid, matched)
+        window_start = None
+        if self.pool.windowed:
+            # The sliding layers need positions [matched - W, matched): kept in place when the row
+            # already holds them, else copied from the window pages (which hold exactly those).
+            need_from = max(0, matched - self.radix.window_tokens)
+            if valid > 0 and row.window_from <= need_from <= valid:
+                window_start = valid
+            else:
+                window_start = row.window_from = need_from
+        if matched > valid or (window_start is not None and window_start < matched):
+            self.kv.load_from(self.pool, seq.lease.pages, seq.row, valid, matched,
+                              windows=seq.lease.windows, window_start=window_start)
         self.counts["hot_reused_tokens"] += valid
         row.tokens, row.salt = [], seq.request.salt  # the row is about to change
         seq.fed = list(seq.prompt[:matched])
@@ -342,12 +355,12 @@ class Scheduler:
         self._after_decode([seq], logits, [0])
 
     def _after_decode(self, seqs: list[Sequence], logits: torch.Tensor, index: list[int]) -> None:
-        greedy = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0 and s.constraint is None]
+        greedy_rows = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0 and s.constraint is None]
         picks: dict[int, int] = {}
-        if greedy:
+        if greedy_rows:
             # One argmax and one device-to-host transfer for every greedy row together.
-            rows = torch.tensor(greedy, device=logits.device)
-            picks = dict(zip(greedy, logits.index_select(0, rows).argmax(-1).tolist()))
+            rows = torch.tensor(greedy_rows, device=logits.device)
+            picks = dict(zip(greedy_rows, greedy(logits.index_select(0, rows)).tolist()))
         for seq, i in zip(seqs, index):
             seq.fed.append(seq.next_token)
             self.counts["decode_tokens"] += 1
@@ -411,8 +424,8 @@ class Scheduler:
         row = seq.row
         kv = self.kv
 
-        def write(start: int, end: int, pages) -> None:
-            self.pool.write(pages, kv.kv_slice(row, start, end))
+        def write(start: int, end: int, pages, windows=None) -> None:
+            self.pool.write(pages, kv.kv_slice(row, start, end), windows)
 
         pins = [(min(n, len(tokens)), ttl) for n, ttl in seq.request.pins]
         self.radix.finish(seq.lease, tokens, write, pins=pins)
@@ -423,8 +436,8 @@ class Scheduler:
         """Make the prompt's K/V hit-able now, while the reply is still being generated."""
         row, kv = seq.row, self.kv
 
-        def write(start: int, end: int, pages) -> None:
-            self.pool.write(pages, kv.kv_slice(row, start, end))
+        def write(start: int, end: int, pages, windows=None) -> None:
+            self.pool.write(pages, kv.kv_slice(row, start, end), windows)
 
         seq.lease = self.radix.checkpoint(seq.lease, seq.fed[: kv.lengths[row]], write)
 
@@ -446,6 +459,7 @@ class Scheduler:
             self.radix.abort(seq.lease)
         if seq.row >= 0:
             self.rows[seq.row].tokens = []  # the row's content is unknown now
+            self.rows[seq.row].window_from = 0
         seq.out.put(exc)
         self._free(seq)
 

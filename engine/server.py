@@ -10,6 +10,10 @@ Cache salt (tenant isolation of the prefix cache): the `X-Cache-Salt` header, el
 monitoring, and both providers share cache entries across the users of one organisation, so
 salting on them would silently cut hit rates for the common "one system prompt, many users" case.
 
+Hostile input: bodies are bounded and checked (`wire.body`), a prompt that cannot fit the window is
+refused before it is tokenized, and a non-streamed request whose client disconnects has its
+generation stopped (`_unless_disconnected`).
+
 Engine calls never run on the event loop: encoding and non-streamed generation go to worker
 threads, streams run in a thread of their own (`ThreadedStream`). The engine batches them.
 """
@@ -17,24 +21,26 @@ threads, streams run in a thread of their own (`ThreadedStream`). The engine bat
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hitrate.engine.wire import anthropic as wire_anthropic
+from hitrate.engine.wire import body as wire_body
 from hitrate.engine.wire import completions as wire_completions
 from hitrate.engine.wire import openai as wire_openai
 from hitrate.engine.wire import responses as wire_responses
 from hitrate.engine.api import ContextLengthError, Engine, EngineError, GenerationResult, PrefillStarted
-from hitrate.engine.serving import ChatService, PreparedCall, Reply, RequestError, ThreadedStream
+from hitrate.engine import serving
+from hitrate.engine.serving import Cancelled, ChatService, PreparedCall, Reply, ThreadedStream
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +91,10 @@ def _error(path: str, status: int, message: str, *, kind: str = "invalid_request
 
 
 def _engine_error(path: str, exc: EngineError) -> JSONResponse:
+    if isinstance(exc, wire_body.BodyTooLargeError):
+        # Anthropic documents 413 `request_too_large`; OpenAI's shape carries it as the code.
+        kind = "request_too_large" if _is_anthropic(path) else "invalid_request_error"
+        return _error(path, 413, str(exc), kind=kind, code="request_too_large")
     if isinstance(exc, ContextLengthError):
         return _error(path, 400, str(exc), code="context_length_exceeded")
     return _error(path, 400, str(exc), param=getattr(exc, "param", None))
@@ -96,9 +106,13 @@ def create_app(
     service: ChatService | None = None,
     served_model_names: Sequence[str] | None = None,
     default_max_tokens: int = 4096,
+    max_body_bytes: int = wire_body.DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """The FastAPI app serving `engine`. `served_model_names`: the names clients may ask for
-    (default: the engine's `model_name`); any other model name gets a 404."""
+    (default: the engine's `model_name`); any other model name gets a 404. `max_body_bytes`: larger
+    request bodies get a 413 before they are read."""
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
     service = service or ChatService(engine, default_max_tokens=default_max_tokens)
     names = list(dict.fromkeys([*(served_model_names or []), engine.model_name]))
     stats = ServerStats()
@@ -119,10 +133,8 @@ def create_app(
                       kind="api_error" if _is_anthropic(request.url.path) else "server_error")
 
     async def read_json(request: Request) -> Any:
-        try:
-            return json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RequestError(f"request body is not valid JSON: {exc}") from exc
+        raw = await wire_body.read_body(request, max_body_bytes)
+        return wire_body.parse_json(raw)
 
     def check_model(model: str) -> None:
         if model not in names:
@@ -133,6 +145,10 @@ def create_app(
         path = request.url.path
         try:
             return await run(await read_json(request))
+        except _ClientGone:
+            stats.errors["client_disconnected"] += 1
+            # Nobody reads this; nginx's 499 says "client closed request" in the logs.
+            return Response(status_code=499)
         except _UnknownModel as exc:
             stats.errors[api] += 1
             return _error(path, 404, str(exc), kind="not_found_error", code="model_not_found")
@@ -149,9 +165,12 @@ def create_app(
         created = int(stats.started)
         created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stats.started))
         # One list readable by both SDKs: OpenAI reads object/owned_by, Anthropic type/display_name.
+        # `max_model_len` is vLLM's (and SGLang's) name for the window, prompt + output, so clients
+        # that read a served window from vLLM read this engine's too.
         data = [
             {"id": n, "object": "model", "type": "model", "created": created, "created_at": created_at,
-             "owned_by": "hitrate", "display_name": n, "max_context": engine.max_context}
+             "owned_by": "hitrate", "display_name": n, "max_context": engine.max_context,
+             "max_model_len": engine.max_context}
             for n in names
         ]
         return {"object": "list", "data": data, "has_more": False, "first_id": names[0], "last_id": names[-1]}
@@ -183,7 +202,7 @@ def create_app(
                     lambda items, _started: wire_openai.stream_events(
                         ids, items, include_usage, on_reply=stats.record, on_error=_count_error(stats, "openai")),
                 )
-            reply = await service.complete_async(prepared)
+            reply = await _unless_disconnected(request, lambda cancel: service.complete_async(prepared, cancel))
             stats.record(reply)
             return JSONResponse(wire_openai.completion(ids, reply))
 
@@ -206,7 +225,7 @@ def create_app(
             if body.max_tokens == 0:
                 reply = await _to_thread(_prewarm, service, prepared)
             else:
-                reply = await service.complete_async(prepared)
+                reply = await _unless_disconnected(request, lambda cancel: service.complete_async(prepared, cancel))
             stats.record(reply)
             return _with_notices(chat_request.notices, JSONResponse(
                 wire_anthropic.message(message_id, body.model, prepared, reply, prewarm=body.max_tokens == 0)))
@@ -226,7 +245,7 @@ def create_app(
                     lambda items, _started: wire_responses.stream_events(
                         ids, body, items, on_reply=stats.record, on_error=_count_error(stats, "responses")),
                 )
-            reply = await service.complete_async(prepared)
+            reply = await _unless_disconnected(request, lambda cancel: service.complete_async(prepared, cancel))
             stats.record(reply)
             return JSONResponse(wire_responses.response(ids, body, reply))
 
@@ -236,11 +255,12 @@ def create_app(
     async def completions(request: Request) -> Response:
         async def run(payload: Any) -> Response:
             body, generation = wire_completions.parse_completion(
-                payload, engine.tokenizer, salt_header=request.headers.get(SALT_HEADER))
+                payload, service.chat, engine.max_context, salt_header=request.headers.get(SALT_HEADER))
             check_model(body.model)
             ids = wire_completions.CompletionIds(body.model)
             if not body.stream:
-                result = await _to_thread(engine.generate, generation)
+                result = await _unless_disconnected(
+                    request, lambda cancel: _to_thread(serving.generate, engine, generation, cancel))
                 stats.record_result(result)
                 return JSONResponse(wire_completions.completion(ids, result))
             stream = ThreadedStream(lambda: engine.stream(generation))
@@ -287,6 +307,7 @@ def create_app(
     async def count_tokens(request: Request) -> Response:
         async def run(payload: Any) -> Response:
             chat_request = wire_anthropic.count_tokens_request(payload)
+            service.chat.ensure_can_fit(chat_request.messages, chat_request.tools, engine.max_context)
             ids = await _to_thread(service.chat.encode, chat_request.messages, chat_request.tools)
             return JSONResponse({"input_tokens": len(ids)})
 
@@ -297,6 +318,46 @@ def create_app(
 
 class _UnknownModel(Exception):
     pass
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its reply was ready; its generation was stopped."""
+
+
+T = TypeVar("T")
+
+
+async def _unless_disconnected(request: Request, work: Callable[[threading.Event], Awaitable[T]]) -> T:
+    """`work(cancel)` while the client stays connected. A client that goes away first (closed its
+    socket, timed out) gets its generation stopped at once: `cancel` is set, the engine drops the
+    sequence within one token and frees its batch row for the requests still waiting, and
+    `_ClientGone` is raised. A stream needs none of this: its writes fail when the client is gone."""
+    cancel = threading.Event()
+    job = asyncio.ensure_future(work(cancel))
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({job, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the server is shutting down: do not leave the generation running
+        cancel.set()
+        raise
+    finally:
+        watcher.cancel()
+    if job.done():
+        return job.result()
+    cancel.set()
+    try:
+        await job
+    except Cancelled:
+        pass
+    log.info("client disconnected from %s; its generation was stopped", request.url.path)
+    raise _ClientGone
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the server sees the client's connection close. The body has been read, so the
+    next ASGI message is `http.disconnect`."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 NOTICE_HEADER = "hitrate-notice"
@@ -392,6 +453,7 @@ def serve(
     port: int = 8000,
     served_model_names: Sequence[str] | None = None,
     default_max_tokens: int = 4096,
+    max_body_bytes: int = wire_body.DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
     sock: socket.socket | None = None,
 ) -> None:
@@ -399,7 +461,8 @@ def serve(
     socket to serve on (so a caller can claim the port before the slow model load)."""
     import uvicorn
 
-    app = create_app(engine, served_model_names=served_model_names, default_max_tokens=default_max_tokens)
+    app = create_app(engine, served_model_names=served_model_names, default_max_tokens=default_max_tokens,
+                     max_body_bytes=max_body_bytes)
     if sock is None:
         uvicorn.run(app, host=host, port=port, log_level=log_level)
         return

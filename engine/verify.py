@@ -8,9 +8,10 @@ from the cache), it reports:
 - the QK products (query-key dot products, summed over layers and query heads) the cache saved on
   the variant, out of what a full recompute computes; sliding-window layers only score keys
   inside their window;
-- K/V bytes per token: what the engine stores (every layer keeps every position) against the
-  theoretical minimum at the prompt's length and at the model's context window, where a
-  sliding-window layer needs no more than its window.
+- K/V bytes per token: every layer at every position, what the engine's pool holds per cached
+  token after these two requests (sliding-window layers keep only the window of each cached
+  end), and the theoretical minimum at the prompt's length and at the model's context window,
+  where a sliding-window layer needs no more than its window.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class VerifyReport:
     sliding_window: int | None
     qk_products_full: int  # a full recompute of the variant
     qk_products_computed: int  # with the cache
-    kv_bytes_per_token_accounted: int  # what the engine's pool and rows store per token
+    kv_bytes_per_token_accounted: int  # every layer, every position (what a row of the batch buffer stores)
+    kv_bytes_per_cached_token: int  # what the pool holds per cached token after the run
     kv_bytes_per_token_at_prompt: float  # theoretical, averaged over the prompt's length
     kv_bytes_per_token_at_context: float  # theoretical, averaged over the full context window
     context_window: int
@@ -69,7 +71,8 @@ class VerifyReport:
             f"({self.kv_groups} query heads share each K/V head)",
             f"QK products on the variant: {self.qk_products_computed:,} computed of {self.qk_products_full:,} "
             f"for a full recompute ({self.qk_saved_fraction:.1%} saved by the cache)",
-            f"K/V bytes per token: {self.kv_bytes_per_token_accounted:,} accounted (every layer, every position); "
+            f"K/V bytes per token: {self.kv_bytes_per_token_accounted:,} for every layer; the pool holds "
+            f"{self.kv_bytes_per_cached_token:,} per cached token (sliding-window pages released); "
             f"theoretical {self.kv_bytes_per_token_at_prompt:,.0f} at {self.prompt_tokens} tokens, "
             f"{self.kv_bytes_per_token_at_context:,.0f} at the {self.context_window:,}-token context",
         ]
@@ -132,6 +135,7 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT) -> VerifyRe
         qk_products_full=_qk_products(len(variant), 0, windows, query_heads),
         qk_products_computed=_qk_products(len(variant), cached, windows, query_heads),
         kv_bytes_per_token_accounted=shape.bytes_per_token,
+        kv_bytes_per_cached_token=engine.kv_bytes_per_cached_token(),
         kv_bytes_per_token_at_prompt=_theoretical_bytes(len(ids), windows, per_layer),
         kv_bytes_per_token_at_context=_theoretical_bytes(engine.max_context, windows, per_layer),
         context_window=engine.max_context,

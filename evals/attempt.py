@@ -270,8 +270,9 @@ class TaskAttempt:
             route.close()
             raise
         # The agent's shell must not find the answers: the suite folder (every task's hidden tests
-        # and reference solution) is an empty folder inside its sandbox.
-        hidden = ConfinementPolicy(hidden_paths=(str(task.root.parent), str(task.tests_dir), str(task.solution_dir)))
+        # and reference solution) and the benchmark original it was converted from are empty
+        # folders inside its sandbox.
+        hidden = ConfinementPolicy(hidden_paths=(str(task.root.parent), *task.hidden_paths))
         session.tool_context = dataclasses.replace(session.tool_context, confinement=hidden)
         if settings.layout == "naive":
             if ctx.naive_clock is not None:

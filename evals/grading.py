@@ -31,7 +31,7 @@ from hitrate.evals import grade_guard
 from hitrate.evals.junit import JunitKey, TestOutcome, display_id, junit_key, match_outcomes, parse_junit
 from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
-from hitrate.tools.confine import ConfinementPolicy, allowed_env, confined_argv, detect
+from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
 from hitrate.tools.shell import run_command
 
 OUTPUT_TAIL_CHARS = 8000
@@ -137,6 +137,10 @@ def _write_config(config_path: Path, work_dir: Path) -> None:
 
 
 def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float | None, root: Path) -> GradeResult:
+    if task.spec.grader is not None:
+        from hitrate.evals.benchmark_grading import grade_benchmark  # it builds on this module
+
+        return grade_benchmark(task, source, overlay, timeout_s, root)
     work_dir = root / "work"
     config_path = root / "pytest.ini"
     junit_path = root / "junit.xml"
@@ -147,20 +151,19 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     shutil.copyfile(grade_guard.__file__, guard_dir / f"{_GUARD_MODULE}.py")
     # An unguessable name: code under test cannot pre-create or guess where the verdict goes.
     verdict_path = guard_dir / f"verdict-{secrets.token_hex(8)}.json"
-    limit = timeout_s if timeout_s is not None else task.spec.tests.timeout_s
+    limit = timeout_s if timeout_s is not None else task.timeout_s
     # -P: the workspace is not put on sys.path before pytest starts, so a file the agent wrote
     # (say, pytest.py) cannot stand in for pytest itself; `pythonpath` adds it once pytest runs.
     argv = [
-        sys.executable, "-P", "-m", "pytest", *task.spec.tests.argv,
+        sys.executable, "-P", "-m", "pytest", *_pytest_args(task),
         "-c", str(config_path), "--rootdir", str(work_dir),
         "-p", "no:cacheprovider", "-p", _GUARD_MODULE, f"--junitxml={junit_path}",
         "--continue-on-collection-errors", "-q", "--tb=short", "--color=no",
     ]  # fmt: skip
     env = _grading_env(guard_dir, verdict_path)
     sandbox = detect()
-    if sandbox.program is not None:
-        hidden = ConfinementPolicy(hidden_paths=(str(task.tests_dir), str(task.solution_dir)))
-        argv = confined_argv(argv, workspace=root, policy=hidden, env=env, bwrap=sandbox.program, cwd=work_dir)
+    hidden = ConfinementPolicy(hidden_paths=task.hidden_paths)
+    argv = sandboxed_argv(argv, sandbox, workspace=root, policy=hidden, env=env, cwd=work_dir)
     started = time.monotonic()
     exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env)
     duration = time.monotonic() - started
@@ -183,6 +186,7 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
             tampering = _check_verdict(verdict_path, reported)
 
     spec = task.spec.tests
+    assert spec is not None
     outcomes, unlisted = match_outcomes(task.test_ids, reported)
     f2p_passed = sum(outcomes[t] is TestOutcome.passed for t in spec.fail_to_pass)
     p2p_passed = sum(outcomes[t] is TestOutcome.passed for t in spec.pass_to_pass)
@@ -211,6 +215,11 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
         suspicious_changes=suspicious_changes(task.workspace_dir, source),
         confined=sandbox.confined,
     )
+
+
+def _pytest_args(task: Task) -> list[str]:
+    assert task.spec.tests is not None
+    return task.spec.tests.argv
 
 
 def _check_verdict(verdict_path: Path, reported: dict[JunitKey, TestOutcome]) -> list[str]:

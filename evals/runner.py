@@ -16,6 +16,7 @@ one engine server that every worker's requests go to.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from hitrate.evals.attempt import RunContext, TaskAttempt, TaskJob, TaskResult
+from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
 from hitrate.evals.nonce import run_nonce
 from hitrate.evals.replay import FINISHED_OUTCOMES, ReplayError, recorded_sequences
 from hitrate.evals.settings import EvalSettings, RouterRoutes, RouteSource
@@ -80,6 +82,10 @@ class EvalRun(BaseModel):
     """Tasks run by this invocation, in suite order."""
     skipped: list[str]
     """Tasks a resumed run had already finished."""
+    unavailable: dict[str, str] = {}
+    """Tasks of the suite that cannot run on this machine, with why (not run, not in the ledger)."""
+    errors: dict[str, str] = {}
+    """Tasks left unfinished because their executor failed them (a Ray worker that kept dying)."""
 
 
 def select_tasks(suite: Suite, settings: EvalSettings) -> list[Task]:
@@ -140,7 +146,7 @@ def _start_or_resume(
     run_id = run_id or new_id()
     if settings.cache_mode == "cold" and settings.nonce is None:
         settings = settings.model_copy(update={"nonce": run_nonce(run_id)})
-    label = settings.label or f"{Path(settings.suite).name} · {settings.model} · {settings.layout} · {settings.cache_mode}"
+    label = settings.label or f"{Path(settings.suite.rpartition(':')[2]).name} · {settings.model} · {settings.layout} · {settings.cache_mode}"
     config = {
         "kind": RUN_KIND,
         "settings": settings.model_dump(mode="json"),
@@ -152,6 +158,11 @@ def _start_or_resume(
         "tries": settings.tries,
         "shard": settings.shard,
     }
+    # Which tasks of the suite cannot run on this machine: a report of the run's pass rate can say
+    # what its denominator left out.
+    unavailable = load_suite(resolve_suite(settings.suite, repos=settings.repos)).unavailable
+    if unavailable:
+        config["unavailable"] = unavailable
     try:
         ledger.get_run(run_id)
     except KeyError:
@@ -172,6 +183,38 @@ def _check_recorded(replay_from: str, tasks: list[Task], sequences: dict[str, An
         f"run {replay_from} recorded no finished turns for {len(missing)} of the {len(tasks)} selected task(s) ({shown})"
         + (f"; replay only the recorded ones: {hint}" if hint else "; it has none to replay")
     )
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """A started (or resumed) run: its ledger row, settings, tasks, and what is left to do."""
+
+    run: RunRecord
+    settings: EvalSettings
+    suite: Suite
+    tasks: list[Task]
+    sequences: dict[str, Any] | None
+    jobs: list[TaskJob]
+    skipped: list[str]
+
+
+def prepare_run(db_path: Path, settings: EvalSettings | None, resume: str | None, run_id: str | None) -> RunPlan:
+    """Start or resume the run in the ledger and plan its tasks (whichever executor runs them)."""
+    with Ledger(db_path) as ledger:
+        run, settings = _start_or_resume(ledger, settings, resume, run_id)
+        try:
+            suite = load_suite(resolve_suite(settings.suite, repos=settings.repos))
+            tasks = select_tasks(suite, settings)
+            sequences = None
+            if settings.policy == "replay" and settings.replay_from:
+                sequences = recorded_sequences(ledger, settings.replay_from)
+                _check_recorded(settings.replay_from, tasks, sequences)
+            jobs, skipped = _plan(ledger, run.id, tasks)
+        except (ReplayError, EvalError, BenchmarkError, OSError, ValueError):
+            if resume is None:
+                ledger.finish_run(run.id, status="failed")
+            raise
+    return RunPlan(run=run, settings=settings, suite=suite, tasks=tasks, sequences=sequences, jobs=jobs, skipped=skipped)
 
 
 def run_eval(
@@ -195,20 +238,9 @@ def run_eval(
     db_path = Path(db_path)
     observer = observer or QuietObserver()
     user_cancel = cancel or threading.Event()
-    with Ledger(db_path) as ledger:
-        run, settings = _start_or_resume(ledger, settings, resume, run_id)
-        try:
-            suite = load_suite(Path(settings.suite))
-            tasks = select_tasks(suite, settings)
-            sequences = None
-            if settings.policy == "replay" and settings.replay_from:
-                sequences = recorded_sequences(ledger, settings.replay_from)
-                _check_recorded(settings.replay_from, tasks, sequences)
-            jobs, skipped = _plan(ledger, run.id, tasks)
-        except (ReplayError, EvalError, OSError, ValueError):
-            if resume is None:
-                ledger.finish_run(run.id, status="failed")
-            raise
+    plan = prepare_run(db_path, settings, resume, run_id)
+    run, settings, suite, tasks, sequences = plan.run, plan.settings, plan.suite, plan.tasks, plan.sequences
+    jobs, skipped = plan.jobs, plan.skipped
     own_routes = routes is None
     routes = routes or RouterRoutes(settings.model, env=env)
     ctx = RunContext(
@@ -237,9 +269,11 @@ def run_eval(
     finally:
         if own_routes:
             routes.close()
-    status = _final_status(db_path, run.id, tasks, interrupted)
+    status = final_status(db_path, run.id, tasks, interrupted)
     ordered = [results[t.id] for t in tasks if t.id in results]
-    return EvalRun(run_id=run.id, settings=settings, status=status, results=ordered, skipped=skipped)
+    return EvalRun(
+        run_id=run.id, settings=settings, status=status, results=ordered, skipped=skipped, unavailable=suite.unavailable
+    )
 
 
 def _execute(
@@ -300,7 +334,7 @@ def _execute(
     return user_cancel.is_set()
 
 
-def _final_status(db_path: Path, run_id: str, tasks: list[Task], interrupted: bool) -> str:
+def final_status(db_path: Path, run_id: str, tasks: list[Task], interrupted: bool) -> str:
     with Ledger(db_path) as ledger:
         outcomes: dict[str, set[str]] = {}
         for row in ledger.tasks(run_id=run_id):

@@ -28,7 +28,9 @@ class EvalSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     suite: str
-    """The suite folder (absolute path)."""
+    """The suite folder (absolute path), or a published benchmark as `kind:/absolute/path`."""
+    repos: str | None = None
+    """swebench suites: the folder of local clones or mirrors (None: `repos/` beside the JSONL)."""
     model: str
     """The model spec, e.g. anthropic/claude-sonnet-5 or local/<path>."""
     layout: Layout = "cache-aware"

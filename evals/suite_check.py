@@ -51,12 +51,11 @@ def check_task(task: Task) -> TaskCheck:
     on_workspace = grade(task)
     with_solution = grade(task, overlay=task.solution_dir)
     problems = _run_problems("workspace/", on_workspace) + _run_problems("solution/", with_solution)
-    spec = task.spec.tests
     if not problems:
-        for node_id in spec.fail_to_pass:
+        for node_id in task.fail_to_pass:
             if on_workspace.outcomes[node_id] is TestOutcome.passed:
                 problems.append(f"fail_to_pass test already passes on workspace/: {node_id}")
-        for node_id in spec.pass_to_pass:
+        for node_id in task.pass_to_pass:
             outcome = on_workspace.outcomes[node_id]
             if outcome is not TestOutcome.passed:
                 problems.append(f"pass_to_pass test is {outcome} on workspace/: {node_id}")

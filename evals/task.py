@@ -10,10 +10,15 @@ A suite is a folder with one sub-folder per task::
         solution/        reference files overlaid on workspace/; never shown to the agent
 
 Test ids are pytest node ids relative to the task root, e.g. ``tests/test_lru.py::test_evicts``.
+
+A task converted from a published benchmark (`evals.benchmarks`) has a `[grader]` table instead of
+`[tests]`: that benchmark's own grading rules (`task_graders`), and a `[source]` table naming the
+original, which the agent never sees either.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import tomllib
 from enum import StrEnum
@@ -21,6 +26,9 @@ from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hitrate.evals.requirements import unmet
+from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader, TaskSource
 
 TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
 BUNDLED_SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -130,7 +138,18 @@ class TaskSpec(BaseModel):
     """Free-form labels (bugfix, feature, refactor, parser, ...) for filtering and reports."""
     difficulty: Difficulty
     limits: TaskLimits
-    tests: TaskTests
+    tests: TaskTests | None = None
+    """hitrate's own pytest grading; absent when `grader` says how the task is graded."""
+    grader: Grader | None = None
+    """A published benchmark's grading rules (see `task_graders`)."""
+    source: TaskSource | None = None
+    """The benchmark instance this task was converted from."""
+
+    @model_validator(mode="after")
+    def _one_grading(self) -> TaskSpec:
+        if (self.tests is None) == (self.grader is None):
+            raise ValueError("a task has exactly one of [tests] (pytest) and [grader]")
+        return self
 
 
 class Task(BaseModel):
@@ -166,8 +185,51 @@ class Task(BaseModel):
         return self.instruction_path.read_text(encoding="utf-8")
 
     @property
+    def fail_to_pass(self) -> list[str]:
+        """Tests that must go from failing to passing (a command grader's one verdict)."""
+        grader = self.spec.grader
+        if isinstance(grader, CommandGrader):
+            return [grader.test_id]
+        if isinstance(grader, SwebenchGrader):
+            return list(grader.fail_to_pass)
+        if isinstance(grader, HarborGrader):
+            return ["reward"]
+        assert self.spec.tests is not None
+        return list(self.spec.tests.fail_to_pass)
+
+    @property
+    def pass_to_pass(self) -> list[str]:
+        grader = self.spec.grader
+        if isinstance(grader, SwebenchGrader):
+            return list(grader.pass_to_pass)
+        if grader is not None:
+            return []
+        assert self.spec.tests is not None
+        return list(self.spec.tests.pass_to_pass)
+
+    @property
     def test_ids(self) -> list[str]:
-        return [*self.spec.tests.fail_to_pass, *self.spec.tests.pass_to_pass]
+        return [*self.fail_to_pass, *self.pass_to_pass]
+
+    @property
+    def timeout_s(self) -> float:
+        """Wall-clock limit of one run of the hidden tests."""
+        grader = self.spec.grader
+        if isinstance(grader, (CommandGrader, SwebenchGrader)):
+            return grader.timeout_s
+        if isinstance(grader, HarborGrader):
+            return grader.verifier_timeout_s
+        assert self.spec.tests is not None
+        return self.spec.tests.timeout_s
+
+    @property
+    def hidden_paths(self) -> tuple[str, ...]:
+        """What the agent and the code under test must not see: the hidden tests, the reference
+        solution, and the benchmark original they were converted from."""
+        paths = [str(self.tests_dir), str(self.solution_dir)]
+        if self.spec.source is not None:
+            paths.extend(self.spec.source.paths)
+        return tuple(paths)
 
 
 class Suite(BaseModel):
@@ -178,6 +240,9 @@ class Suite(BaseModel):
     name: str
     root: Path
     tasks: list[Task]
+    """The tasks that can run here."""
+    unavailable: dict[str, str] = {}
+    """Tasks that cannot run on this machine (a missing toolchain or container runtime), with why."""
 
     def task(self, task_id: str) -> Task:
         for task in self.tasks:
@@ -189,6 +254,9 @@ class Suite(BaseModel):
         """Tasks with the given ids, in suite order; an unknown id is a KeyError naming it."""
         known = {t.id for t in self.tasks}
         unknown = [t for t in task_ids if t not in known]
+        cannot = [t for t in unknown if t in self.unavailable]
+        if cannot:
+            raise KeyError("; ".join(f"task {t!r} cannot run here: {self.unavailable[t]}" for t in cannot))
         if unknown:
             raise KeyError(f"suite {self.name!r} has no task(s) {unknown}")
         wanted = set(task_ids)
@@ -221,9 +289,25 @@ def load_task(task_dir: Path) -> Task:
     instruction = task.instruction_path
     if not instruction.is_file() or not instruction.read_text(encoding="utf-8").strip():
         raise TaskFormatError(task_dir, "missing or empty instruction.md")
-    for name, folder in (("workspace", task.workspace_dir), ("tests", task.tests_dir), ("solution", task.solution_dir)):
-        if not folder.is_dir() or not _files_in(folder):
+    # A Harbor task's starting state is its container image: its workspace/ may be empty.
+    required = ("tests", "solution") if isinstance(spec.grader, HarborGrader) else ("workspace", "tests", "solution")
+    folders = {"workspace": task.workspace_dir, "tests": task.tests_dir, "solution": task.solution_dir}
+    for name in required:
+        if not folders[name].is_dir() or not _files_in(folders[name]):
             raise TaskFormatError(task_dir, f"missing or empty {name}/ folder")
+    if spec.grader is None:
+        _check_pytest_layout(task)
+    elif isinstance(spec.grader, CommandGrader):
+        for rel in spec.grader.test_files:
+            if not (task.tests_dir / rel).is_file():
+                raise TaskFormatError(task_dir, f"hidden test file tests/{rel} does not exist")
+    elif isinstance(spec.grader, SwebenchGrader) and not (task.tests_dir / "test.patch").is_file():
+        raise TaskFormatError(task_dir, "a SWE-bench task keeps its test patch in tests/test.patch")
+    return task
+
+
+def _check_pytest_layout(task: Task) -> None:
+    task_dir = task.root
     if (task.workspace_dir / "tests").exists():
         raise TaskFormatError(task_dir, "workspace/tests would be replaced by the hidden tests; rename it")
     for node_id in task.test_ids:
@@ -232,13 +316,13 @@ def load_task(task_dir: Path) -> Task:
             raise TaskFormatError(task_dir, f"test id {node_id!r} does not point into tests/")
         if not (task_dir / rel).is_file():
             raise TaskFormatError(task_dir, f"test id {node_id!r} names a file that does not exist")
-    return task
 
 
 def load_suite(path: Path) -> Suite:
     """Load every task folder under `path` (sub-folders starting with '.' or '_' are skipped).
 
-    Raises SuiteFormatError listing every malformed task, or if `path` holds no task at all.
+    Raises SuiteFormatError listing every malformed task, or if `path` holds no task at all (a
+    converted benchmark whose instances all failed to convert lists them as unavailable instead).
     """
     path = Path(path)
     if not path.is_dir():
@@ -254,9 +338,23 @@ def load_suite(path: Path) -> Suite:
             errors.append(exc)
     if errors:
         raise SuiteFormatError(path, errors)
-    if not tasks:
+    unavailable = _unconverted(path)
+    if not tasks and not unavailable:
         raise SuiteFormatError(path, problem="no task folders found")
-    return Suite(name=path.name, root=path, tasks=tasks)
+    unavailable.update({t.id: reason for t in tasks if (reason := unmet(t.spec.grader)) is not None})
+    runnable = [t for t in tasks if t.id not in unavailable]
+    return Suite(name=path.name, root=path, tasks=runnable, unavailable=unavailable)
+
+
+def _unconverted(path: Path) -> dict[str, str]:
+    """Instances a benchmark conversion left out, with the reason (see `benchmarks.materialise`)."""
+    listed = path / "_unavailable.json"
+    if not listed.is_file():
+        return {}
+    try:
+        return {str(k): str(v) for k, v in json.loads(listed.read_text(encoding="utf-8")).items()}
+    except (ValueError, AttributeError) as exc:
+        raise SuiteFormatError(path, problem=f"_unavailable.json is not a JSON object: {exc}") from exc
 
 
 def bundled_suite_path(name: str = DEFAULT_SUITE_NAME) -> Path:

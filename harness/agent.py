@@ -28,6 +28,7 @@ from hitrate.harness.session import NO_REPLY_NOTE, Cancelled, Session
 from hitrate.harness.summary import SessionSummary
 from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
+from hitrate.store.ledger import LedgerWriteError
 
 Status = Literal[
     "end_turn", "max_steps", "max_cost", "max_wall", "max_tokens", "context_full", "refused", "cancelled", "error"
@@ -44,7 +45,8 @@ class AgentLimits(BaseModel):
     max_cost_usd: float | None = Field(default=None, ge=0)
     """Stop before a call once the recorded cost reaches this. Calls without a price count as $0."""
     max_wall_s: float | None = Field(default=None, gt=0)
-    """Stop before a call once this many seconds have passed since the task started."""
+    """Stop once this many seconds have passed since the task started: checked before each call,
+    and each call (its retries and their waits included) is cut off at what is left of it."""
     show_budget: bool = True
     """Tell the model, in the dynamic context, how many steps (and dollars) are left."""
 
@@ -129,7 +131,7 @@ class Agent:
         self.cancel = cancel or threading.Event()
         self.clock = clock
 
-    def _limit_reached(self, steps: int, started: float) -> tuple[Status, str] | None:
+    def _limit_reached(self, steps: int, elapsed: float) -> tuple[Status, str] | None:
         limits = self.limits
         if steps >= limits.max_steps:
             return "max_steps", f"reached the limit of {limits.max_steps} model calls"
@@ -144,10 +146,15 @@ class Agent:
             if estimate is not None and spent + estimate > limits.max_cost_usd:
                 return "max_cost", (f"spent ${spent:.4f}; the next call would cost about ${estimate:.4f} (as the last "
                                     f"cached one did), over the ${limits.max_cost_usd:.4f} limit")  # fmt: skip
-        elapsed = self.clock() - started
         if limits.max_wall_s is not None and elapsed >= limits.max_wall_s:
             return "max_wall", f"{elapsed:.1f}s elapsed, limit {limits.max_wall_s:.1f}s"
         return None
+
+    def _wall_left(self, elapsed: float) -> float | None:
+        """Seconds left of the wall-time limit (None without one): what the next call may take."""
+        if self.limits.max_wall_s is None:
+            return None
+        return max(0.0, self.limits.max_wall_s - elapsed)
 
     def _next_call_estimate(self) -> float | None:
         """What the last priced call that returned without a miss cost; None before any. A miss
@@ -188,8 +195,6 @@ class Agent:
         """Give the model `task` and loop until it is done or a stop condition holds."""
         session = self.session
         session.emit(SessionStarted(session_id=session.id, model=session.route.label, workspace=str(session.workspace), task=task))
-        session.add_user_message(task)
-        run_start = len(session.transcript.messages) - 1  # where this run's turns begin: a refusal takes them out
         started = self.clock()
         steps = 0
         status: Status = "end_turn"
@@ -198,17 +203,20 @@ class Agent:
         cut_offs_in_a_row = 0
         pauses_in_a_row = 0
         try:
+            session.add_user_message(task)  # inside: a full disk here is a clear error too
+            run_start = len(session.transcript.messages) - 1  # where this run's turns begin: a refusal takes them out
             while True:
                 if self.cancel.is_set():
                     status, detail = "cancelled", "cancelled by the user"
                     break
-                reached = self._limit_reached(steps, started)
+                elapsed = self.clock() - started
+                reached = self._limit_reached(steps, elapsed)
                 if reached is not None:
                     status, detail = reached
                     break
                 steps += 1
                 self._budget(steps - 1)
-                outcome = session.call(steps, self.policy, self.cancel)
+                outcome = session.call(steps, self.policy, self.cancel, time_left_s=self._wall_left(elapsed))
                 assistant = outcome.assistant
                 # A replayed turn is the script's, whole, whatever happened to the live reply.
                 stop = outcome.result.stop_reason if not self.policy.replays else "end_turn"
@@ -249,9 +257,21 @@ class Agent:
         except (Cancelled, KeyboardInterrupt) as exc:
             status, detail = "cancelled", str(exc) or "cancelled by the user"
         except CallError as exc:
-            status, detail, error = "error", str(exc), exc
+            if exc.out_of_time:
+                # The wall-time limit cut the call (or left no time to retry it): a limit, not a fault.
+                elapsed = self.clock() - started
+                status, detail = "max_wall", f"{elapsed:.1f}s elapsed, limit {self.limits.max_wall_s:.1f}s; the last call: {exc}"
+            else:
+                status, detail, error = "error", str(exc), exc
+        except LedgerWriteError as exc:
+            # The ledger file is full: no call may go unrecorded, so the run stops here. What the
+            # last call used is in the spool (and in the summary), never lost silently.
+            status, detail = "error", str(exc)
         if status != "end_turn":
-            session.close_open_turn(closing_note(status, detail))
+            try:
+                session.close_open_turn(closing_note(status, detail))
+            except LedgerWriteError:
+                pass  # the disk is full: the note is spooled with the rest, or the run already says why
         summary = session.summary(status=status, steps=steps)
         session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json")))
         return AgentResult(status=status, detail=detail, steps=steps, summary=summary,

@@ -3,6 +3,8 @@
 - the transcript, from the stored entries (`transcript_log`);
 - the running totals, from the session's call rows;
 - the epochs, from the call rows too (`hitrate.harness.epochs`);
+- the tool calls a killed process left unanswered, answered as interrupted with the next user turn
+  (`interrupted_tool_results`);
 - the last request, so that the first call after the resume is explained against it (a hit within
   the TTL, `ttl_expired` after a long gap), not as the first call of a session. The transcript
   stretch that request sent is projected again and checked against the row's section hashes. When
@@ -31,12 +33,29 @@ from hitrate.projection.explain import MissExplanation, explain_miss
 from hitrate.projection.project import Projector, SystemPrompt
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.tools_spec import ToolSpec
-from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
+from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger
 from hitrate.store.records import CallRecord, SessionRecord
 from hitrate.store.usage import Usage
 
 UNKNOWN_PATH = "changed since the session was saved"
+
+INTERRUPTED_TOOL_RESULT = (
+    "interrupted: the harness stopped while this tool was running, so its result was lost; whatever it "
+    "changed may be partly done. Check before relying on it, or run it again."
+)
+"""The result of a tool call found unanswered when a session is continued."""
+
+
+def interrupted_tool_results(transcript: Transcript) -> tuple[ToolResultBlock, ...]:
+    """Results for tool calls nobody answered. A live session answers every call, even a cancelled
+    one; the transcript ends with the model's tool calls only when the process died while they ran
+    (`kill -9`, a crash, a power cut). Each is answered as interrupted, so the conversation is valid
+    again and the model knows the tool's effects are uncertain."""
+    last = transcript.messages[-1] if transcript.messages else None
+    if not isinstance(last, AssistantMessage):
+        return ()
+    return tuple(ToolResultBlock(call_id=c.call_id, content=INTERRUPTED_TOOL_RESULT, is_error=True) for c in last.tool_calls)
 
 
 class SessionNotResumable(KeyError):

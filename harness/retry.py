@@ -53,8 +53,11 @@ def call_with_retries(
     sleep: Sleep = time.sleep,
     rng: random.Random | None = None,
     on_retry: OnRetry | None = None,
+    deadline: float | None = None,
 ) -> T:
     """Run `attempt_fn(attempt_number)` until it succeeds, fails for good, or attempts run out.
+    With `deadline` (a `time.monotonic()` value: the run's wall-time limit), no retry starts, and
+    no wait runs, past it; the error then has `out_of_time` set.
 
     Raises the last CallError with `attempts` set to how many were made.
     """
@@ -67,6 +70,9 @@ def call_with_retries(
             error.attempts = attempt
             if not error.retryable or attempt >= policy.max_attempts:
                 raise
+            if deadline is not None and time.monotonic() >= deadline:
+                error.out_of_time = True
+                raise
             if error.retry_after_s is not None:
                 if error.retry_after_s > policy.max_retry_after_s:
                     error.message += (
@@ -77,6 +83,10 @@ def call_with_retries(
                 delay = error.retry_after_s
             else:
                 delay = backoff_delay(policy, attempt, rng)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                error.message += " (no time left to retry under the run's wall-time limit)"
+                error.out_of_time = True
+                raise
             if on_retry is not None:
                 on_retry(error, attempt, delay)
             sleep(delay)

@@ -45,9 +45,11 @@ from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
 from hitrate.harness.price_source import configured_price_table
 from hitrate.harness.resume import (
+    INTERRUPTED_TOOL_RESULT,
     PreviousRequest,
     SessionNotResumable,
     explain_against,
+    interrupted_tool_results,
     session_cache,
     load_session,
     previous_request,
@@ -58,12 +60,15 @@ from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_head import SessionHeadRecording, StoredHead, frozen_inputs, frozen_notice, head_changes, head_of_inputs
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
+from hitrate.harness.session_clearing import SessionClearing
+from hitrate.harness.session_native import SessionNative
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
-from hitrate.harness.session_record import SessionRecording
+from hitrate.harness.session_record import Answered, SessionRecording
 from hitrate.harness.session_turns import SessionTurns, effort_miss
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
 from hitrate.harness.wire.effort import Effort
+from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.caching import CacheRules
 from hitrate.projection.caching.family import CacheState
@@ -71,12 +76,12 @@ from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
 from hitrate.tools.base import ApprovalHook, ToolContext
 
-__all__ = ["Cancelled", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
+__all__ = ["Cancelled", "INTERRUPTED_TOOL_RESULT", "NO_REPLY_NOTE", "Session", "SessionConfig", "SessionInputs", "StepOutcome", "session_inputs"]
 
 NO_REPLY_NOTE = "(no reply)"
 """The assistant turn standing for a reply that never came, when the next user turn follows."""
@@ -93,7 +98,7 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadRecording):
+class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNative, SessionTurns, SessionHeadRecording):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -252,8 +257,9 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         """Entries the agent adds to the dynamic context (e.g. the budget left)."""
         self._previous: PreviousRequest | None = None
         """The last request that returned, to explain the next one's misses."""
-        self._compacted = False
-        """The transcript was compacted since the last call: its miss is labelled `compacted`."""
+        self._rewrite: tuple[str, str] | None = None
+        """(reason, detail) when the session rewrote its history on purpose since the last call
+        (compacted, cleared): the next call's miss is labelled with it."""
         self._cache: tuple[CacheRules, CacheState] | None = None
         """The backend's cache as its family's rules see it, stepped with every request that returned."""
         self._epoch_reason: str | None = None
@@ -300,7 +306,12 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
     def _append(self, message: UserMessage | AssistantMessage) -> None:
         """Add a message to the transcript and store it in the ledger."""
         transcript = self.transcript.append(message)  # checks the conversation rules first
-        self._log.message(message)
+        try:
+            self._log.message(message)
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.transcript = transcript  # kept in the ledger's spool: the entry is not lost
+            raise
         self.transcript = transcript
 
     def add_user_message(self, text: str) -> None:
@@ -312,7 +323,8 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         if not text.strip():
             raise ValueError("a user message needs some text")
         self.close_open_turn(NO_REPLY_NOTE)
-        self._append(UserMessage(content=(TextBlock(text=text),)))
+        # Tool calls a killed process left unanswered are answered as interrupted, in this same turn.
+        self._append(UserMessage(content=(*interrupted_tool_results(self.transcript), TextBlock(text=text))))
 
     def close_open_turn(self, note: str) -> bool:
         """End a turn that stopped before the model answered (it was cancelled, failed, or a limit
@@ -358,13 +370,21 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
             effort=self.effort,
         )
 
-    def call(self, step: int, policy: Policy, cancel: threading.Event | None = None, *, _overflowed: bool = False) -> StepOutcome:
+    def call(
+        self, step: int, policy: Policy, cancel: threading.Event | None = None, *, time_left_s: float | None = None,
+        _overflowed: bool = False,
+    ) -> StepOutcome:
         """Project, call with retries, record, then append the turn `policy` chooses. With
         `cancel`, setting it stops the call at once (`Cancelled` is raised, the call recorded).
+        With `time_left_s` (what is left of the run's wall time), neither the call nor its retries
+        go past it (a CallError with `out_of_time` then says so).
         A prompt near the model's window is compacted first (`session_compaction`); one the
         provider refuses as too long is compacted and sent once more."""
         reason = self._epoch_reason
+        self._arm_native_compaction()
         prompt = self._project()
+        if self._clear_if_it_pays(prompt):
+            prompt = self._project()
         if self._needs_compaction(prompt) and self.compact(cancel) is not None:
             prompt = self._project()
         self._epoch_reason = None
@@ -386,31 +406,36 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
                 raise Cancelled("cancelled while waiting to retry")
             self.emit(CallRetrying(session_id=self.id, step=step, attempt=attempt, delay_s=delay, error=str(error)))
 
-        def attempt(number: int) -> CallResult:
-            return guard.attempt(lambda on_text: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text))
+        attempts: list[CallRecord] = []  # each attempt is a row; retries name the first
+        deadline = time.monotonic() + time_left_s if time_left_s is not None else None
+        budget = CallBudget(self.config.timeouts, deadline)
 
-        started_at = self.clock()
-        clock_start = time.monotonic()
+        def send() -> CallResult:
+            return guard.attempt(lambda on_text: budget.run(
+                lambda: route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
+            ))
+
+        def attempt(_number: int) -> Answered:  # the number is len(attempts) + 1
+            return self._attempt(step, prompt, epoch, send, attempts=attempts)
+
         try:
-            result = call_with_retries(
+            answered = call_with_retries(
                 attempt,
                 self.config.retry,
                 sleep=self.sleep if self.sleep is not None else cancellable_sleep(cancel),
                 on_retry=on_retry,
+                deadline=deadline,
             )
         except CallError as error:
-            suffix = f" (after {error.attempts} attempt{'s' if error.attempts != 1 else ''})"
-            self._record_failure(step, prompt, started_at, clock_start, str(error) + suffix, error.partial_usage, epoch)
-            if prompt_too_long(error) and not _overflowed and self.compact(cancel) is not None:
-                return self.call(step, policy, cancel, _overflowed=True)
+            if prompt_too_long(error) and not _overflowed and self.compacts_automatically and self.compact(cancel) is not None:
+                left = deadline - time.monotonic() if deadline is not None else None
+                return self.call(step, policy, cancel, time_left_s=left, _overflowed=True)
             raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(step, prompt, started_at, clock_start, message, None, epoch)
+        except KeyboardInterrupt as exc:
             raise Cancelled(str(exc) or "cancelled") from exc
-
+        result, started_at = answered.result, answered.started_at
         explanation = effort_miss(self._explain(prompt, result, started_at), epoch)
-        record = self._record(step, prompt, result, started_at, explanation, epoch)
+        record = self._record(step, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         # Only a head the provider accepted is one a resume may rebuild (a refused refresh is not).
         self._record_head(prompt)
         if prompt.tail is not None:
@@ -419,6 +444,7 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
         turn = policy.decide(step, result)
         assistant = self._add_reply(turn) if turn is not None else None
+        self._fold_native_compaction(assistant)
         if turn is not None:
             self.emit(
                 AssistantTurn(
@@ -447,19 +473,14 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
             raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
         epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
         guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
-        started_at = self.clock()
-        clock_start = time.monotonic()
-        try:
-            result = guard.attempt(lambda on_text: send_warmup(route.backend, prompt))
-        except CallError as error:
-            self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=KEEPALIVE_KIND)
-            raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            message = f"cancelled: {exc}" if str(exc) else "cancelled"
-            self._record_failure(0, prompt, started_at, clock_start, message, None, epoch, kind=KEEPALIVE_KIND)
-            raise Cancelled(str(exc) or "cancelled") from exc
+        budget = CallBudget(self.config.timeouts)
+        answered = self._attempt(
+            0, prompt, epoch, lambda: guard.attempt(lambda on_text: budget.run(lambda: send_warmup(route.backend, prompt))),
+            kind=KEEPALIVE_KIND,
+        )
+        result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=KEEPALIVE_KIND)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         # A read refreshes the entry from this request's start: the next request is explained
         # against the warm-up, not against the request it repeated.
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
@@ -472,13 +493,11 @@ class Session(SessionRecording, SessionCompaction, SessionTurns, SessionHeadReco
         explanation = explain_against(
             self._previous, prompt, started_at=started_at, rules=rules, usage=result.usage, cache=self._cache[1]
         )
-        if self._compacted and prompt.messages != self._previous_messages():
-            # The history was replaced by its summary on purpose: say so, with what it cost.
-            self._compacted = False
+        if self._rewrite is not None and prompt.messages != self._previous_messages():
+            # The history was rewritten on purpose (compacted, cleared): say so, with what it cost.
+            (reason, detail), self._rewrite = self._rewrite, None
             if explanation.reason == "prefix_changed":
-                explanation = explanation.model_copy(
-                    update={"reason": "compacted", "label": "compacted", "detail": "the history was compacted into a summary"}
-                )
+                explanation = explanation.model_copy(update={"reason": reason, "label": reason, "detail": detail})
         return explanation
 
     def _previous_messages(self) -> tuple:

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from hitrate.harness.context_window import input_window, route_served_window
 from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.interruptible import Cancelled, GuardedCall
 from hitrate.harness.resume import PreviousRequest
@@ -59,7 +60,7 @@ class SessionCompaction:
     _log: TranscriptLog
     _epochs: SessionEpochs
     _previous: PreviousRequest | None
-    _compacted: bool
+    _rewrite: tuple[str, str] | None
     clock: Callable[[], Any]
     _project: Callable[..., Prompt]
     _explain: Callable[..., Any]
@@ -68,13 +69,29 @@ class SessionCompaction:
     max_output_tokens: int
 
     def context_window(self) -> int | None:
-        """The model's input window in tokens: the session's setting, else the price table's."""
+        """The model's input window in tokens: the session's setting, else what the route's server
+        reports (less the output budget), else the price table's (`harness.context_window`)."""
         if self.config.context_window is not None:
             return self.config.context_window
-        entry = self.price_table.find(self.route.model)
+        route = self.route
+        known = getattr(self, "_served_window", None)
+        if known is None or known[0] is not route:
+            known = (route, route_served_window(route))
+            self._served_window = known
+        if known[1] is not None:
+            return input_window(known[1], self.max_output_tokens)
+        entry = self.price_table.find(route.model)
         return entry.max_input_tokens if entry is not None else None
 
+    @property
+    def compacts_automatically(self) -> bool:
+        """Whether the threshold and an overflow refusal compact (not with `compaction = "off"`;
+        a manual `/compact` always does)."""
+        return self.config.compaction != "off"
+
     def _needs_compaction(self, prompt: Prompt) -> bool:
+        if not self.compacts_automatically or getattr(self, "native_compaction", False):
+            return False  # off, or the provider compacts on its own (session_native)
         window = self.context_window()
         if window is None or self._previous is None:
             return False
@@ -127,5 +144,5 @@ class SessionCompaction:
         self.transcript = compacted(real, plan, summary)
         self._log.compaction(plan.keep_from, summary)
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
-        self._compacted = True
+        self._rewrite = ("compacted", "the history was compacted into a summary")
         return record

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hitrate.harness.compaction_settings import CompactionMode
 from hitrate.harness.prompts import default_system_prompt
 from hitrate.harness.retry import RetryPolicy
 from hitrate.harness.wire.effort import Effort
+from hitrate.harness.wire.timeouts import CallTimeouts
 from hitrate.projection.docs import ProjectDoc, discover_docs
 from hitrate.projection.project import SystemPrompt
 from hitrate.projection.tools_spec import ToolSpec
@@ -27,6 +29,8 @@ class SessionConfig(BaseModel):
     effort: Effort | None = None
     """The reasoning effort every call asks for (`--effort`); None: the model's own default."""
     retry: RetryPolicy = RetryPolicy()
+    timeouts: CallTimeouts = CallTimeouts()
+    """How long each call may wait to connect, for the response headers, and between stream chunks."""
     run_id: str | None = None
     task_id: str | None = None
     label: str | None = None
@@ -36,10 +40,18 @@ class SessionConfig(BaseModel):
     cache_mode: str | None = None
     """Ledger tag for evals ("cold", "warm")."""
     context_window: int | None = Field(default=None, ge=1)
-    """The model's input window in tokens; None: the price table's `max_input_tokens` (no
-    compaction where neither is known)."""
+    """The model's input window in tokens; None: what the server reports, else the price table's
+    `max_input_tokens` (see `harness.context_window`; no threshold compaction where none knows)."""
     compact_at: float = Field(default=0.8, gt=0, le=1)
     """Compact the transcript before a call whose prompt passes this share of the window."""
+    compaction: CompactionMode = "client"
+    """client, native (the provider's own, where the route has it, else client) or off."""
+    idle_compaction: bool = False
+    """Compact an idle session before its cached prefix expires when that is expected to save money
+    (`harness.idle_compaction`); off by default: it calls the model while the user is away."""
+    clear_tool_results: bool = True
+    """Before compacting, stub old large tool results when that saves more than the cache rewrite
+    it causes (`projection.clearing`)."""
 
 
 @dataclass

@@ -7,6 +7,8 @@ Entries are only ever appended (the ledger's `messages` table), in transcript or
                       message was sent (the projection appends it to the message; stored apart so
                       no stored row ever changes)
     model             the session moved to another model: {"spec": "...", "reason": "..."}
+    compaction        the transcript was compacted: {"keep_from": i, "summary": "..."}
+    clearing          old tool results were stubbed: {"stubs": [[message, block, text], ...]}
     effort            the reasoning effort asked for from here on: {"effort": "high" | null, "reason": "..."}
     rewind            the turns from `keep` on were taken out of the history: {"keep": n, "reason": "..."}
                       (a refused turn: the provider keeps refusing a conversation that goes on from it)
@@ -33,10 +35,11 @@ from hitrate.projection.transcript import (
     ContextBlock,
     Message,
     Transcript,
+    ToolResultBlock,
     TranscriptError,
     UserMessage,
 )
-from hitrate.store.ledger import Ledger
+from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.records import MessageRecord
 
 KIND_USER = "user"
@@ -49,6 +52,8 @@ KIND_CONTINUED = "continued"
 KIND_HEAD = "head"
 KIND_COMPACTION = "compaction"
 """The transcript was compacted: `{"keep_from": i, "summary": text}` (see projection.compaction)."""
+KIND_CLEARING = "clearing"
+"""Tool results were replaced by stubs: `{"stubs": [[message, block, text], ...]}` (projection.clearing)."""
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
@@ -88,9 +93,33 @@ class TranscriptLog:
     def compaction(self, keep_from: int, summary: str) -> None:
         self._append(KIND_COMPACTION, json.dumps({"keep_from": keep_from, "summary": summary}, sort_keys=True, ensure_ascii=False))
 
+    def clearing(self, positions: list[tuple[int, int]], transcript: Transcript) -> None:
+        """Store the stubs `transcript` now has at `positions` (message, block), text and all."""
+        stubs = [[m, b, transcript.messages[m].content[b].content] for m, b in positions]  # type: ignore[union-attr]
+        self._append(KIND_CLEARING, json.dumps({"stubs": stubs}, sort_keys=True, ensure_ascii=False))
+
     def _append(self, kind: str, body: str) -> None:
-        self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        try:
+            self.ledger.append_message(MessageRecord(session_id=self.session_id, seq=self.next_seq, kind=kind, body=body))
+        except LedgerWriteError as exc:
+            if exc.spooled_to is not None:
+                self.next_seq += 1  # the entry is kept in the spool, at this position
+            raise
         self.next_seq += 1
+
+
+def _with_stubs(messages: list[UserMessage | AssistantMessage], stubs: list) -> list[UserMessage | AssistantMessage]:
+    """The messages with each stubbed result's content replaced, as the live session did."""
+    out = list(messages)
+    for m, b, text in stubs:
+        message = out[int(m)]
+        block = message.content[int(b)]
+        if not isinstance(message, UserMessage) or not isinstance(block, ToolResultBlock):
+            raise ValueError(f"block {b} of message {m} is not a tool result")
+        content = list(message.content)
+        content[int(b)] = block.model_copy(update={"content": str(text)})
+        out[int(m)] = UserMessage(content=tuple(content))
+    return out
 
 
 @dataclass(frozen=True)
@@ -143,6 +172,8 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 kept = Transcript(messages=tuple(messages))
                 plan = CompactionPlan(keep_from=keep_from, dropped_tokens=0, kept_tokens=0)
                 messages = list(compacted(kept, plan, str(body["summary"])).messages)
+            elif entry.kind == KIND_CLEARING:
+                messages = _with_stubs(messages, json.loads(entry.body)["stubs"])
             elif entry.kind == KIND_EFFORT:
                 value = json.loads(entry.body)["effort"]
                 effort = str(value) if value is not None else None
@@ -165,7 +196,7 @@ def read_transcript(entries: list[MessageRecord]) -> StoredTranscript:
                 model_reasons.append(str(switch.get("reason") or ""))
             else:
                 raise StoredTranscriptError(f"{where}: unknown kind of entry")
-        except (ValidationError, TranscriptError, KeyError, ValueError, json.JSONDecodeError) as exc:
+        except (ValidationError, TranscriptError, KeyError, IndexError, ValueError, json.JSONDecodeError) as exc:
             raise StoredTranscriptError(f"{where} cannot be read: {exc}") from exc
     try:
         transcript = Transcript(messages=tuple(messages))

@@ -12,6 +12,7 @@ prefixes on their own, along its whole prefix). The explanation takes the longes
     breakpoint_budget same, but every mark slot was used / the entry was not kept marked
     ttl_expired       more time passed than the entry's TTL
     compacted         (set by the session) the history was replaced by its summary on purpose
+    cleared           (set by the session) old tool results were replaced by stubs on purpose
     effort_changed    (set by the session) the reasoning effort changed, and the provider read less
                       than the unchanged bytes allow (Anthropic keys cached messages on thinking settings)
     unknown           nothing above applies, yet the provider reported less than expected
@@ -42,6 +43,7 @@ from hitrate.projection.prompt import Prompt, SectionKind
 MissReason = Literal[
     "hit",
     "compacted",
+    "cleared",
     "effort_changed",
     "ttl_expired",
     "prefix_changed",

@@ -216,6 +216,11 @@ class UsageTotals(BaseModel):
     flagged_calls: int = 0
     """Calls whose usage payload held a contradiction, stored with its best reading and flags
     (`Usage.flags`; `hitrate ledger --flagged` lists them)."""
+    retries: int = 0
+    """Rows that were a retry of a call (attempt 2 and later; included in `calls`, and in
+    `failed_calls` when they failed too). Every attempt is a row, so `calls` counts requests."""
+    interrupted_calls: int = 0
+    """Rows never completed: their process ended during the call (included in `failed_calls`)."""
 
     @property
     def cache_write_total(self) -> int:

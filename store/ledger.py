@@ -31,6 +31,7 @@ from sqlite_utils import Database
 from hitrate.store.cost import UsageTotals, aggregate, cost
 from hitrate.store.ledger_rows import (  # noqa: F401  _CALL_COLUMNS: re-exported for callers of this module
     _CALL_COLUMNS,
+    _FINISH_CALL,
     _INSERT_CALL,
     _SUMMARY_SELECT,
     _call_from_row,
@@ -44,11 +45,25 @@ from hitrate.store.ledger_rows import (  # noqa: F401  _CALL_COLUMNS: re-exporte
 )
 from hitrate.store.ledger_files import connect_read_only, make_private, writable
 from hitrate.store.ledger_schema import SCHEMA_VERSION, migrate, user_version
+from hitrate.store.ledger_spool import LedgerWriteError, SpoolOp, is_out_of_room, replay_spool, spooled_entries, spooling
 from hitrate.store.redaction import redact_json, redact_text, redact_value, redaction_enabled
 from hitrate.store.prices import PriceTable
-from hitrate.store.records import CallRecord, MessageRecord, RunRecord, SessionRecord, TaskRecord, utc_now
+from hitrate.store.records import (
+    INTERRUPTED_CALL_ERROR,
+    CallRecord,
+    MessageRecord,
+    RunRecord,
+    SessionRecord,
+    TaskRecord,
+    utc_now,
+)
+
+__all__ = ["GroupSummary", "Ledger", "LedgerError", "LedgerWriteError", "default_ledger_path"]
 
 ENV_DB = "HITRATE_DB"
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, seq, kind, body, recorded_at) VALUES (:session_id, :seq, :kind, :body, :recorded_at)"
+)
 GroupBy = Literal["session", "run", "task", "model", "backend", "kind", "day"]
 _GROUP_COLUMN: dict[str, str] = {
     "session": "session_id",
@@ -125,6 +140,12 @@ class Ledger:
         if self.read_only:
             self._open_read_only(timeout_s)
             return
+        if self.path.is_file() and not writable(self.path):
+            # SQLite would open it anyway and fail at the first row: a call would go unrecorded.
+            raise LedgerError(
+                f"cannot write ledger {self.path}: the file or its folder is read-only "
+                "(`hitrate ledger`, `report` and `whatif` can still read it)"
+            )
         try:
             make_private(self.path)
         except OSError as exc:
@@ -149,6 +170,8 @@ class Ledger:
             # possible.
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self.db)
+            self.spooled_rows = self._replay_spool()
+            """Rows still waiting in the spool journal (the file had no room to take them yet)."""
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise LedgerError(_open_failure(self.path, exc)) from exc
@@ -164,6 +187,7 @@ class Ledger:
         self.db = Database(conn)
         self._lock = threading.RLock()
         self._saved_snapshots = set()
+        self.spooled_rows = len(spooled_entries(self.path))  # added by the next writable open
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
             found = user_version(self.db)
@@ -217,11 +241,13 @@ class Ledger:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # SQLite has already rolled back a transaction a full disk broke off.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 self._saved_snapshots.clear()  # a snapshot stored in this transaction is gone too
                 raise
-            conn.execute("COMMIT")
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
@@ -341,12 +367,11 @@ class Ledger:
             raise ValueError(f"message {message.seq} of session {message.session_id} is not JSON: {exc}") from exc
         if self.redact_secrets:
             message = message.model_copy(update={"body": redact_json(message.body)})
+        row = {"session_id": message.session_id, "seq": message.seq, "kind": message.kind, "body": message.body,
+               "recorded_at": _iso(message.recorded_at)}
         try:
-            with self.transaction():
-                self.db.conn.execute(
-                    "INSERT INTO messages (session_id, seq, kind, body, recorded_at) VALUES (?, ?, ?, ?, ?)",
-                    (message.session_id, message.seq, message.kind, message.body, _iso(message.recorded_at)),
-                )
+            with self._spooling("message", row), self.transaction():
+                self.db.conn.execute(_INSERT_MESSAGE, row)
         except sqlite3.IntegrityError as exc:
             raise sqlite3.IntegrityError(
                 f"session {message.session_id} already has a message {message.seq} in {self.path} "
@@ -365,17 +390,52 @@ class Ledger:
 
     def record_call(self, call: CallRecord, *, price_table: PriceTable | None = None) -> CallRecord:
         """Insert one call (one transaction, unless inside `transaction()`). With `price_table`
-        and no cost on the record, the cost is computed and the snapshot stored alongside."""
-        call = self._priced(call, price_table)
-        with self.transaction():
+        and no cost on the record, the cost is computed and the snapshot stored alongside.
+        `LedgerWriteError` when the file has no room: the row went to the spool journal."""
+        call = self.priced(call, price_table)
+        row = _call_row(call)
+        with self._spooling("call", row), self.transaction():
             if price_table is not None:
                 self._save_snapshot_in_txn(price_table)
-            self.db.conn.execute(_INSERT_CALL, _call_row(call))
+            self.db.conn.execute(_INSERT_CALL, row)
+        return call
+
+    def begin_call(self, call: CallRecord, *, price_table: PriceTable | None = None) -> CallRecord:
+        """Insert `call` as a pending row, before its request is sent: if the process dies during
+        the call, the row stays, saying it was interrupted. Complete it with `finish_call`. The
+        price snapshot is stored now, so completing the row needs no more than the row itself.
+        `LedgerWriteError` when the file has no room (then no request should be sent)."""
+        pending = call.model_copy(update={"state": "pending", "error": INTERRUPTED_CALL_ERROR})
+        try:
+            with self.transaction():
+                if price_table is not None:
+                    self._save_snapshot_in_txn(price_table)
+                self.db.conn.execute(_INSERT_CALL, _call_row(pending))
+        except sqlite3.OperationalError as exc:
+            if not is_out_of_room(exc):
+                raise
+            raise LedgerWriteError(
+                f"cannot write ledger {self.path}: {exc}; the call was not sent, so nothing was spent on it", spooled_to=None
+            ) from exc
+        return pending
+
+    def finish_call(self, call: CallRecord, *, price_table: PriceTable | None = None) -> CallRecord:
+        """Complete the pending row `call.id` with `call` (state "done"), priced as `record_call`
+        prices. A row already done is never overwritten (IntegrityError). `LedgerWriteError` when
+        the file has no room: the finished row went to the spool journal, to be added on next open."""
+        call = self.priced(call.model_copy(update={"state": "done"}), price_table)
+        row = _call_row(call)
+        with self._spooling("call", row), self.transaction():
+            if price_table is not None:
+                self._save_snapshot_in_txn(price_table)
+            changed = self.db.conn.execute(_FINISH_CALL, row).rowcount
+        if changed != 1:
+            raise sqlite3.IntegrityError(f"call {call.id} in {self.path} is already complete; it is never overwritten")
         return call
 
     def record_calls(self, calls: Iterable[CallRecord], *, price_table: PriceTable | None = None) -> int:
         """Insert many calls in one transaction; all or none are stored. Returns the count."""
-        rows = [_call_row(self._priced(c, price_table)) for c in calls]
+        rows = [_call_row(self.priced(c, price_table)) for c in calls]
         with self.transaction():
             if price_table is not None:
                 self._save_snapshot_in_txn(price_table)
@@ -485,9 +545,21 @@ class Ledger:
 
     # ---- internals -----------------------------------------------------------------------------
 
-    def _priced(self, call: CallRecord, table: PriceTable | None) -> CallRecord:
+    def _spooling(self, op: SpoolOp, row: dict[str, Any]) -> Any:
+        """Spool `row` (see `ledger_spool`) when the write inside fails for lack of room."""
+        return spooling(self.path, op, row)
+
+    def _replay_spool(self) -> int:
+        """Write the rows a full disk left in the spool journal; how many still wait there."""
+        with self._lock:
+            return replay_spool(self.db.conn, self.path, finish_call=_FINISH_CALL, columns=_CALL_COLUMNS,
+                                insert_message=_INSERT_MESSAGE)
+
+    def priced(self, call: CallRecord, table: PriceTable | None) -> CallRecord:
+        """`call` as stored: its error text redacted (a server may echo a key back), its cost
+        computed from `table` unless it has one (or no table is given)."""
         if self.redact_secrets and call.error:
-            call = call.model_copy(update={"error": redact_text(call.error)})  # a server may echo a key back
+            call = call.model_copy(update={"error": redact_text(call.error)})
         if table is None or call.cost_usd is not None:
             return call
         breakdown = cost(call.usage, call.model, call.started_at, table)

@@ -49,6 +49,9 @@ def _call_row(call: CallRecord) -> dict[str, Any]:
             else None
         ),
         "kind": call.kind,
+        "attempt": call.attempt,
+        "retry_of": call.retry_of,
+        "state": call.state,
     }
 
 
@@ -62,9 +65,20 @@ _CALL_COLUMNS = (
     "sections_json",
     "kind",
     *USAGE_EXTRA_COLUMNS,
+    *("attempt", "retry_of", "state"),
 )
 _INSERT_CALL = (
     f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join(':' + c for c in _CALL_COLUMNS)})"
+)
+# Completing a pending row: every column but the id takes the finished record's value. Only a row
+# still pending is completed; a row already done is never overwritten (the statement then changes
+# nothing, which the ledger reports). With no row yet (its pending insert was spooled, see
+# `ledger_spool`), the finished row is inserted.
+_FINISH_CALL = (
+    _INSERT_CALL
+    + " ON CONFLICT(id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _CALL_COLUMNS if c != "id")
+    + " WHERE calls.state = 'pending'"
 )
 
 
@@ -84,6 +98,9 @@ def _call_from_row(row: dict[str, Any]) -> CallRecord:
     data["section_hashes"] = json.loads(data["section_hashes"] or "[]")
     data["raw_usage"] = _loads(data["raw_usage"])
     data["sections"] = _loads(data.pop("sections_json", None))
+    # Rows recorded before attempts and pending rows were kept: one attempt, done.
+    data["attempt"] = data.get("attempt") or 1
+    data["state"] = data.get("state") or "done"
     return CallRecord(**data, usage=usage)
 
 
@@ -97,6 +114,8 @@ _SUMMARY_SELECT = ", ".join(
         *(f"COALESCE(SUM(error IS NULL AND {b} IS NULL), 0) AS unknown_{b}" for b in BUCKETS),
         "COUNT(error) AS failed",
         "COUNT(usage_flags) AS flagged",
+        "COALESCE(SUM(attempt > 1), 0) AS retries",
+        "COALESCE(SUM(state = 'pending'), 0) AS interrupted",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN cache_read END) AS ratio_read",
         f"SUM(CASE WHEN {_ALL_PROMPT_KNOWN} THEN {_PROMPT_SUM} END) AS ratio_prompt",
         "COUNT(cache_read) AS with_read",
@@ -121,6 +140,8 @@ def _totals_from_row(row: dict[str, Any]) -> UsageTotals:
         unpriced_calls=calls - int(row["priced"]),
         failed_calls=int(row["failed"]),
         flagged_calls=int(row["flagged"]),
+        retries=int(row["retries"]),
+        interrupted_calls=int(row["interrupted"]),
     )
 
 

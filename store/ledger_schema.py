@@ -152,6 +152,18 @@ def _v6_usage_charges_and_flags(db: Database) -> None:
         db["calls"].add_column(column, kind)
 
 
+def _v7_attempts_and_pending_rows(db: Database) -> None:
+    # Every attempt of a call is a row, the failed ones included: `attempt` counts them from 1 and
+    # `retry_of` names the first attempt's row, so a retried call reads as one call with its
+    # attempts. A row is written `pending` before its request is sent and completed (`done`) after,
+    # so a process killed during a call still leaves its row. NULL for rows recorded earlier: one
+    # attempt, done.
+    db["calls"].add_column("attempt", int)
+    db["calls"].add_column("retry_of", str)
+    db["calls"].add_column("state", str)
+    db["calls"].create_index(["retry_of"], if_not_exists=True)
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     _v1_tables,
     _v2_eval_tags_and_indexes,
@@ -159,6 +171,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     _v4_session_messages,
     _v5_call_kind,
     _v6_usage_charges_and_flags,
+    _v7_attempts_and_pending_rows,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -5,11 +5,17 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from hitrate.store.usage import Usage
+
+
+CallState = Literal["pending", "done"]
+
+INTERRUPTED_CALL_ERROR = "interrupted: the process ended before this call finished (its usage is unknown)"
+"""The error a row carries while it is pending: what it says if its process never completes it."""
 
 
 def new_id() -> str:
@@ -115,6 +121,19 @@ class CallRecord(BaseModel):
     kind: str | None = None
     """What the call was for when it was not an agent step: "keepalive" (a warm-up that re-sent
     the last request to keep its cached prefix alive). None for an ordinary call."""
+    attempt: int = Field(1, ge=1)
+    """Which attempt of its call this row is: 1 for the first request, n for the (n-1)-th retry."""
+    retry_of: str | None = None
+    """The id of the first attempt's row when this row is a retry; None on a first attempt."""
+    state: CallState = "done"
+    """"pending" from just before the request is sent until the row is completed; "done" after
+    (whether the call returned or failed). A row still pending after its process ended is a call
+    that was interrupted: its `error` says so and its usage is unknown."""
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the row was never completed (its process ended during the call)."""
+        return self.state == "pending"
 
 
 class RunRecord(BaseModel):

@@ -43,36 +43,48 @@ _SECRET_NAME = (
 )
 
 
+_NAME_WORDS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "api_key", "api-key", "access_key",
+               "access-key", "private_key", "private-key", "auth_key", "auth-key", "credential", "dsn")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
     pattern: str
+    keywords: tuple[str, ...]
+    """Lower-case strings one of which every match contains: text with none of them is not scanned
+    (gitleaks' keywords), which keeps a megabyte of ordinary output to a few milliseconds."""
     keep: int = 0
     """Groups before the secret that stay (a variable's name, `Bearer `); the secret is group keep+1
     and anything after it stays too."""
 
 
+# Replacements never hold a quote or a backslash, and no pattern ends inside an escape, so a string
+# that is itself JSON (a tool call's arguments, a provider block's raw text) stays valid JSON.
 RULES: tuple[Rule, ...] = (
     Rule("private-key", r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[ A-Z0-9_-]{0,100}"
-                        r"PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\:,-]*)"),  # fmt: skip
-    Rule("anthropic-api-key", r"\bsk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}"),
+                        r"PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,-]|\\[nr])*)", ("private key",)),  # fmt: skip
+    Rule("anthropic-api-key", r"\bsk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
     Rule("openai-api-key", r"\bsk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|\bsk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
-                           r"|\bsk-[A-Za-z0-9]{48}\b"),  # fmt: skip
-    Rule("github-token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}"),
-    Rule("aws-access-key-id", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b"),
-    Rule("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
-    Rule("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}"),
-    Rule("google-api-key", r"\bAIza[A-Za-z0-9_-]{35}"),
-    Rule("google-oauth", r"\bGOCSPX-[A-Za-z0-9_-]{28}|\bya29\.[A-Za-z0-9_-]{20,}"),
-    Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-    Rule("bearer-token", r"(?i)(\b(?:bearer|token)\s+)([A-Za-z0-9._~+/-]{16,}=*)", keep=1),
-    Rule("url-password", r"(?i)(\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)([^\s@/\"'<>]{1,200})(@)", keep=1),
-    # A quoted value assigned to a secret's name: `"password": "hunter2"`, `token = 'abc123'`.
-    Rule("assigned-secret", rf"(?i)(\b{_SECRET_NAME}[\"']?\s{{0,5}}(?::=|=>|=|:)\s{{0,5}}[\"'])([^\"'\s\\]{{4,}})([\"'])", keep=1),
+                           r"|\bsk-[A-Za-z0-9]{48}\b", ("sk-",)),  # fmt: skip
+    Rule("github-token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}",
+         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    Rule("aws-access-key-id", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b", ("a3t", "akia", "asia", "abia", "acca")),
+    Rule("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}", ("xox",)),
+    Rule("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}", ("hooks.slack.com",)),
+    Rule("google-api-key", r"\bAIza[A-Za-z0-9_-]{35}", ("aiza",)),
+    Rule("google-oauth", r"\bGOCSPX-[A-Za-z0-9_-]{28}|\bya29\.[A-Za-z0-9_-]{20,}", ("gocspx-", "ya29.")),
+    Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyj",)),
+    Rule("bearer-token", r"(?i)(\b(?:bearer|token)\s+)([A-Za-z0-9._~+/-]{16,}=*)", ("bearer", "token"), keep=1),
+    Rule("url-password", r"(?i)(\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)([^\s@/\"'<>]{1,200})(@)", ("://",), keep=1),
+    # A quoted value assigned to a secret's name: `"password": "hunter2"`, `token = 'abc123'`, and
+    # the same inside a JSON string (`\"password\": \"hunter2\"`, a config file a tool call writes).
+    Rule("assigned-secret", rf"(?i)(\b{_SECRET_NAME}(?:\\?[\"'])?\s{{0,5}}(?::=|=>|=|:)\s{{0,5}}\\?[\"'])([^\"'\s\\]{{4,}})(\\?[\"'])",
+         _NAME_WORDS, keep=1),  # fmt: skip
     # An unquoted one, as in .env files and shell: `DB_PASSWORD=hunter2`, `export API_KEY=abc`. A
     # value that reads as code (a call, an index, a `$VAR`) or a path is not a secret.
     Rule("assigned-secret", rf"(?im)(\b{_SECRET_NAME}\s{{0,5}}(?::=|=|:)\s{{0,5}})([^\s\"'\\,;()\[\]{{}}$<>%`&/~.][^\s\"'\\,;()\[\]{{}}$<>%`&]{{3,}})(\s|$|[,;&])",
-         keep=1),  # fmt: skip
+         _NAME_WORDS, keep=1),  # fmt: skip
 )
 
 
@@ -102,16 +114,18 @@ def _replacer(rule: Rule) -> Callable[[Any], str]:
 
 
 @functools.cache
-def _replacers() -> tuple[tuple[Any, Callable[[Any], str]], ...]:
+def _replacers() -> tuple[tuple[tuple[str, ...], Any, Callable[[Any], str]], ...]:
     """The compiled rules, built on first use (a command that stores nothing never compiles them)."""
-    return tuple((re2.compile(rule.pattern, _options()), _replacer(rule)) for rule in RULES)
+    return tuple((rule.keywords, re2.compile(rule.pattern, _options()), _replacer(rule)) for rule in RULES)
 
 
 def redact_text(text: str) -> str:
     """`text` with every secret shape replaced; the same object when nothing matched."""
     out = text
-    for regex, replace in _replacers():
-        out = regex.sub(replace, out)
+    lowered = text.lower()
+    for keywords, regex, replace in _replacers():
+        if any(word in lowered for word in keywords):
+            out = regex.sub(replace, out)
     return text if out == text else out
 
 

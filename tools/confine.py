@@ -1,4 +1,5 @@
-"""OS confinement for commands the model runs (and for grading): bubblewrap on Linux.
+"""OS confinement for commands the model runs (and for grading): bubblewrap on Linux, Seatbelt
+(`sandbox-exec`, see `tools/seatbelt.py`) on macOS.
 
 `confined_argv` wraps a command so that it sees the machine the way Codex and Claude Code let
 their shells see it on Linux (both build on bubblewrap):
@@ -14,8 +15,10 @@ their shells see it on Linux (both build on bubblewrap):
 - resource limits (address space, process count, file size) set with `prlimit` inside the sandbox;
 - an environment built from an allowlist of names, never from the harness's own environment.
 
-Where bubblewrap is missing or cannot create namespaces, `detect()` says why, and callers must not
-pretend the command is confined (the shell tool then asks for approval of every command).
+Where neither works (bubblewrap missing or unable to create namespaces, `sandbox-exec` missing or
+refused inside another sandbox), `detect()` says why, and callers must not pretend the command is
+confined (the shell tool then asks for approval of every command). `sandboxed_argv` wraps a
+command in whichever `detect()` found.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from typing import Mapping, Sequence
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
+
+from hitrate.tools import seatbelt
 
 # The only variables a confined command inherits: what tools need to find programs, print text in
 # the user's language and know who they run as. Anything else (API keys, PGPASSWORD, DATABASE_URL,
@@ -72,6 +77,7 @@ HIDDEN_HOME_PATHS: tuple[str, ...] = (
     ".config/hub",
     ".cache/huggingface/token",
     ".huggingface/token",
+    "Library/Keychains",  # macOS
     # Shell and client histories: typed passwords and `export KEY=...` lines end up there.
     ".bash_history",
     ".zsh_history",
@@ -108,9 +114,9 @@ class ConfinementPolicy(BaseModel):
 class Availability:
     """Whether commands can be confined on this machine, and by what (or why not)."""
 
-    kind: str  # "bubblewrap" or "none"
+    kind: str  # "bubblewrap", "seatbelt" or "none"
     detail: str  # what was found, or why nothing can confine commands here
-    program: str | None = None  # the bwrap executable to run
+    program: str | None = None  # the bwrap or sandbox-exec executable to run
 
     @property
     def confined(self) -> bool:
@@ -132,10 +138,14 @@ def allowed_env(env: Mapping[str, str], pass_env: Sequence[str] = ()) -> tuple[d
 
 @functools.lru_cache(maxsize=1)
 def detect() -> Availability:
-    """Find bubblewrap and check that it can actually build a sandbox here (user namespaces may be
-    disabled, e.g. by AppArmor on Ubuntu 24.04 or inside some containers). Cached per process."""
+    """Find the OS sandbox and check that it can actually confine a command here: bubblewrap on
+    Linux (user namespaces may be disabled, e.g. by AppArmor on Ubuntu 24.04 or inside some
+    containers), `/usr/bin/sandbox-exec` on macOS (it refuses to run inside another sandbox).
+    Cached per process."""
+    if sys.platform == "darwin":
+        return _detect_seatbelt()
     if not sys.platform.startswith("linux"):
-        return Availability("none", f"no supported sandbox on {sys.platform} (only bubblewrap on Linux)")
+        return Availability("none", f"no supported sandbox on {sys.platform} (bubblewrap on Linux, sandbox-exec on macOS)")
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return Availability("none", "bubblewrap (bwrap) is not installed; install the 'bubblewrap' package")
@@ -149,6 +159,55 @@ def detect() -> Availability:
         why = done.stderr.decode("utf-8", errors="replace").strip()[:300] or f"exit status {done.returncode}"
         return Availability("none", f"bubblewrap at {bwrap} cannot create a sandbox here: {why}")
     return Availability("bubblewrap", f"bubblewrap at {bwrap}", program=bwrap)
+
+
+def _detect_seatbelt() -> Availability:
+    program = seatbelt.SANDBOX_EXEC  # never from PATH: a planted sandbox-exec would confine nothing
+    if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+        return Availability("none", f"{program} is missing; macOS ships it, so this system was changed")
+    probe = [program, "-p", "(version 1)\n(allow default)\n", "--", "/bin/sh", "-c", "exit 0"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=20, env={"PATH": os.defpath}, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Availability("none", f"sandbox-exec at {program} could not run: {exc}")
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", errors="replace").strip()[:300] or f"exit status {done.returncode}"
+        return Availability("none", f"sandbox-exec at {program} cannot confine commands here: {why}")
+    return Availability("seatbelt", f"sandbox-exec (Seatbelt) at {program}", program=program)
+
+
+def sandboxed_argv(
+    argv: Sequence[str],
+    found: Availability,
+    *,
+    workspace: Path,
+    policy: ConfinementPolicy,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+) -> list[str]:
+    """`argv` wrapped in the sandbox `detect()` found (`argv` itself when there is none). With
+    Seatbelt the caller starts the command in `cwd`; bubblewrap changes into it itself."""
+    if found.kind == "bubblewrap" and found.program:
+        return confined_argv(argv, workspace=workspace, policy=policy, env=env, bwrap=found.program, cwd=cwd)
+    if found.kind == "seatbelt" and found.program:
+        return seatbelt_argv(argv, workspace=workspace, policy=policy, env=env, program=found.program)
+    return list(argv)
+
+
+def seatbelt_argv(
+    argv: Sequence[str], *, workspace: Path, policy: ConfinementPolicy, env: Mapping[str, str],
+    program: str = seatbelt.SANDBOX_EXEC,
+) -> list[str]:  # fmt: skip
+    """`argv` under `sandbox-exec`, hiding what bubblewrap hides; no resource limits (macOS has no
+    prlimit and does not enforce RLIMIT_AS)."""
+    root = Path(os.path.realpath(workspace))
+    hidden: list[str] = []
+    for path in (*_hidden_defaults(env), *policy.hidden_paths):
+        real = os.path.realpath(path)
+        if Path(real) == root or Path(real) in root.parents or real in hidden:
+            continue  # never hide the workspace itself
+        hidden.append(real)
+    return seatbelt.seatbelt_argv(argv, workspace=root, hidden=hidden, network=policy.network, env=env, program=program)
 
 
 def confinement_notice() -> str | None:

@@ -76,6 +76,7 @@ class Search:
     files: int
     complete: bool  # False when HARD_MATCH_LIMIT stopped the search
     unsearched: list[str] = field(default_factory=list)  # "path: reason" for files that could not be read
+    errors: list[str] = field(default_factory=list)  # other errors ripgrep reported beside its matches
 
 
 class _Collector:
@@ -85,6 +86,7 @@ class _Collector:
         self.total = 0
         self.paths: set[str] = set()
         self.unsearched: list[str] = []
+        self.errors: list[str] = []
 
     def add(self, path: str, line: int, text: str) -> bool:
         """Record one matching line; False once the hard limit is reached."""
@@ -95,7 +97,7 @@ class _Collector:
         return self.total < HARD_MATCH_LIMIT
 
     def result(self, complete: bool) -> Search:
-        return Search(self.matches, self.total, len(self.paths), complete, self.unsearched)
+        return Search(self.matches, self.total, len(self.paths), complete, self.unsearched, self.errors)
 
 
 def _python_files(target: Path, args: GrepArgs, max_bytes: int) -> Iterator[Path]:
@@ -224,9 +226,11 @@ def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap:
                 if "regex parse error" in message or "PCRE2:" in message:
                     raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
             unsearched, other = _io_errors(message, cwd, sandbox)
+            if not unsearched and not other:
+                other = ["exit status 2 without a message"]
             if other and collector.total == 0:
                 raise ToolError(f"ripgrep failed (exit status 2): {' '.join(other)}")
-            collector.unsearched = unsearched + other
+            collector.unsearched, collector.errors = unsearched, other
         return collector.result(complete)
 
 
@@ -243,7 +247,7 @@ def _io_errors(message: str, cwd: Path, sandbox: Sandbox) -> tuple[list[str], li
             continue
         shown = sandbox.display(Path(os.path.normpath(cwd / found["path"])))
         unsearched.append(f"{shown}: {found['message']}")
-    return unsearched, other or ([] if unsearched else ["no message"])
+    return unsearched, other
 
 
 def unsearched_note(unsearched: list[str]) -> str:
@@ -324,6 +328,8 @@ class GrepTool(Tool[GrepArgs]):
         if found.unsearched:
             body += "\n" + unsearched_note(found.unsearched)
             metadata["unsearched"] = len(found.unsearched)
+        if found.errors:
+            body += "\n[ripgrep also reported: " + " ".join(found.errors)[:GREP_LINE_CHARS] + "]"
         return ToolResult(content=body, metadata=metadata)
 
     def _empty(self, args: GrepArgs, shown: str, unsearched: Sequence[str] = (), engine: str | None = None) -> ToolResult:

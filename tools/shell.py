@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
-from hitrate.tools.confine import allowed_env, confined_argv, detect
+from hitrate.tools.confine import allowed_env, detect, sandboxed_argv
 
 POLL_S = 0.05
 DRAIN_AFTER_EXIT_S = 1.0
@@ -258,10 +258,7 @@ class ShellTool(Tool[ShellArgs]):
         env["TMPDIR"] = "/tmp"
         bash = shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
         argv = [bash, "-c", args.command]
-        if sandbox.program is not None:
-            argv = confined_argv(
-                argv, workspace=ctx.sandbox.root, policy=ctx.confinement, env=env, bwrap=sandbox.program
-            )
+        argv = sandboxed_argv(argv, sandbox, workspace=ctx.sandbox.root, policy=ctx.confinement, env=env)
         timeout = min(float(args.timeout_s), ctx.limits.shell_max_timeout_s)
         outcome = run_command(
             argv,

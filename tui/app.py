@@ -24,9 +24,11 @@ from textual.widgets import Footer
 
 from hitrate.harness.checkpoints import CheckpointError, Checkpoints
 from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Permissions
+from hitrate.harness.terminal_text import visible
 from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
+from hitrate.tui.context_gauge import context_used
 from hitrate.tui.conversation import Conversation
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
 from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
@@ -171,6 +173,8 @@ class HitrateApp(CommandsMixin, App[None]):
             summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),
                          compact=self.screen.has_class(NARROW))
         )
+        window, compact_at = self.link.context_window()
+        panel.show_context(context_used(self.figures.calls), window, compact_at)
         panel.show_clock(clock)
         panel.show_keepalive(panel_line(decision, now, **shown))
 
@@ -185,7 +189,10 @@ class HitrateApp(CommandsMixin, App[None]):
 
     def maybe_warm(self) -> bool:
         """Start a warm-up if the warmer says one is due now and nothing else is running."""
-        if self.busy or self.warming or self.link.keepalive(self.clock()).action != "warm":
+        if self.busy or self.warming:
+            return False
+        now = self.clock()
+        if self.link.keepalive(now).action != "warm" and not self.link.idle_compaction_due(now):
             return False
         self.warming = True
         self.refresh_figures()
@@ -401,9 +408,11 @@ class HitrateApp(CommandsMixin, App[None]):
                     self.permissions.allow_always(answer.rule)
                 except (OSError, PermissionRuleError) as exc:
                     self.permissions.allow_for_session(answer.rule)
-                    self.notify(f"could not keep {answer.rule} in the config file ({exc}); allowed for this session", severity="warning")
+                    # The rule holds a command the model wrote: shown as typed, never as markup.
+                    self.notify(visible(f"could not keep {answer.rule} in the config file ({exc}); allowed for this session"),
+                                severity="warning", markup=False)  # fmt: skip
                 else:
-                    self.notify(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})")
+                    self.notify(visible(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})"), markup=False)
             if not message.reply.done():
                 message.reply.set_result(answer)
             self.set_activity(f"running {message.tool}…" if answer.choice != "deny" else "thinking…")

@@ -11,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hitrate.store.cost import UsageTotals
+from hitrate.tui.context_gauge import ContextGauge
 from hitrate.tui.figures import CallFigure, error_line, bar_cells, bar_parts, fmt_ratio, fmt_tokens, fmt_usd
 from hitrate.tui.ttl import CacheClock
 
@@ -65,7 +66,7 @@ class CallBar(_BarColours):
     def __init__(self, figure: CallFigure) -> None:
         super().__init__(
             classes="call-bar" + (" -miss" if figure.missed else "") + (" -failed" if figure.error else "")
-            + (" -keepalive" if figure.keepalive else "")
+            + (" -keepalive" if figure.keepalive else "") + (" -compaction" if figure.compaction else "")
         )
         self.figure = figure
 
@@ -95,8 +96,9 @@ class CallBar(_BarColours):
         if compact:
             return text
         counts = "  ".join(f"{PART_LETTERS[p]} {fmt_tokens(n)}" for p, n in parts.items())
-        # A warm-up is not an agent step: it only kept the cached prefix alive.
-        label = "keep-alive · " if fig.keepalive else ""
+        # A warm-up is not an agent step: it only kept the cached prefix alive; a summary call
+        # replaced the history.
+        label = "keep-alive · " if fig.keepalive else "compaction · " if fig.compaction else ""
         text.append(f"\n   {label}{counts}", style=self._style("dim"))
         if fig.error:
             text.append(f"\n   ✗ {error_line(fig.error)[:60]}", style=self._style("miss"))
@@ -161,6 +163,7 @@ class CachePanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("Cache", id="cache-title")
         yield Static("", id="cache-summary")
+        yield ContextGauge(id="cache-context")
         yield CacheClockView("", id="cache-clock")
         yield KeepAliveView("", id="cache-keepalive")
         yield BarLegend(id="cache-legend")
@@ -177,6 +180,9 @@ class CachePanel(Vertical):
 
     def show_summary(self, text: str) -> None:
         self.query_one("#cache-summary", Static).update(Text(text))
+
+    def show_context(self, used: int | None, window: int | None, compact_at: float) -> None:
+        self.query_one(ContextGauge).show(used, window, compact_at)
 
     def show_clock(self, clock: CacheClock) -> None:
         self.query_one(CacheClockView).show(clock)

@@ -93,6 +93,7 @@ def tui_command(
     # Imported here so `hitrate --help` stays quick: Textual and the provider SDKs are only loaded
     # for this command.
     from hitrate.harness.agent import AgentLimits
+    from hitrate.harness.compaction_settings import compaction_keys
     from hitrate.harness.checkpoints import CheckpointError, Checkpoints
     from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.keepalive import KeepAliveConfig
@@ -136,7 +137,8 @@ def tui_command(
             db,
             router=Router(cache_ttl=cache_ttl),
             limits=AgentLimits(max_steps=max_steps, max_cost_usd=max_cost),
-            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui", effort=level),
+            session_config=SessionConfig(max_output_tokens=max_output_tokens, label="tui", effort=level,
+                                         **compaction_keys(config_path())),
             keepalive=KeepAliveConfig(enabled=keepalive),
         )
     except ModelSpecError as exc:

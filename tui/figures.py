@@ -37,7 +37,8 @@ class CallFigure(BaseModel):
     error: str | None = None
     epoch: int = 0
     kind: str | None = None
-    """"keepalive" for a warm-up that kept the cached prefix alive; None for an agent call."""
+    """"keepalive" for a warm-up that kept the cached prefix alive, "compaction" for a summary call;
+    None for an agent call."""
 
     @property
     def missed(self) -> bool:
@@ -46,6 +47,11 @@ class CallFigure(BaseModel):
     @property
     def keepalive(self) -> bool:
         return self.kind == "keepalive"
+
+    @property
+    def compaction(self) -> bool:
+        """A summary call that compacted the history."""
+        return self.kind == "compaction"
 
 
 class SessionFigures:

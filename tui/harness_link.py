@@ -18,10 +18,12 @@ from pydantic import BaseModel
 
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
 from hitrate.harness.interruptible import Cancelled
+from hitrate.harness.idle_compaction import idle_compaction_decision
 from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, KeepAliveDecision
 from hitrate.harness.resume import SessionNotResumable, load_session, resumable_sessions
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig, SessionInputs
+from hitrate.harness.terminal_text import visible, visible_value
 from hitrate.harness.wire.types import CallError
 from hitrate.projection.transcript import TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger
@@ -35,7 +37,8 @@ _SESSION_ID_CHARS = frozenset("0123456789abcdefABCDEF-")
 
 
 def replay_items(transcript: Transcript) -> list[ReplayItem]:
-    """The transcript as the conversation view shows it: prompts, replies, tool panels."""
+    """The transcript as the conversation view shows it: prompts, replies, tool panels; every
+    string with its terminal control characters shown (`terminal_text`), as the live view has it."""
     items: list[ReplayItem] = []
     results: dict[str, tuple[str, bool]] = {}
     for message in transcript.messages:
@@ -46,11 +49,11 @@ def replay_items(transcript: Transcript) -> list[ReplayItem]:
         if isinstance(message, UserMessage):
             text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
             if text:
-                items.append(ReplayItem(kind="user", text=text))
+                items.append(ReplayItem(kind="user", text=visible(text)))
             continue
         text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
         if text:
-            items.append(ReplayItem(kind="assistant", text=text))
+            items.append(ReplayItem(kind="assistant", text=visible(text)))
         for call in message.tool_calls:
             try:
                 args = call.parsed_arguments()
@@ -61,9 +64,9 @@ def replay_items(transcript: Transcript) -> list[ReplayItem]:
                 ReplayItem(
                     kind="tool",
                     call_id=call.call_id,
-                    tool=call.name,
-                    args=args if isinstance(args, dict) else {"arguments": args},
-                    text=content,
+                    tool=visible(call.name),
+                    args=visible_value(args if isinstance(args, dict) else {"arguments": args}),  # type: ignore[arg-type]
+                    text=visible(content),
                     is_error=is_error,
                 )
             )
@@ -175,6 +178,15 @@ class HarnessLink:
     def set_keepalive(self, on: bool) -> None:
         self.warmer.enabled = on
 
+    def context_window(self) -> tuple[int | None, float]:
+        session = self.session
+        return session.context_window(), session.config.compact_at
+
+    def idle_compaction_due(self, now: datetime) -> bool:
+        """Whether the idle session should compact now, before its cached prefix expires."""
+        decision = idle_compaction_decision(self.session, now, self.keepalive(now), self.warmer.config)
+        return decision is not None and decision.compact
+
     def warm_up(self, post: Post) -> None:
         """(worker thread) Send a warm-up if one is still due once the session is free. A failed or
         stopped warm-up is recorded and reported like any call, not raised."""
@@ -182,11 +194,20 @@ class HarnessLink:
         self._warm_cancel = cancel
         with self._work:
             session = self.session
-            if cancel.is_set() or self.warmer.decision(session, self.clock()).action != "warm":
+            now = self.clock()
+            decision = self.warmer.decision(session, now)
+            idle = idle_compaction_decision(session, now, decision, self.warmer.config)
+            compact = idle is not None and idle.compact
+            if cancel.is_set() or (decision.action != "warm" and not compact):
                 return  # a turn or a command came first; the prefix it sent needs no warm-up now
             self._forward = EventBridge(post, backend=self.provider, model=self.model)
             try:
-                self.warmer.warm(session, cancel)
+                if compact:
+                    # Cheaper than a warm-up: the summary reads the warm prefix, and the user's
+                    # return writes only the compacted prompt (harness.idle_compaction).
+                    session.compact(cancel)
+                else:
+                    self.warmer.warm(session, cancel)
             except (CallError, Cancelled):
                 pass
             finally:

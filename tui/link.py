@@ -122,8 +122,16 @@ class AgentLink(Protocol):
     def set_keepalive(self, on: bool) -> None:
         """Turn keep-alive warm-ups on or off."""
 
+    def context_window(self) -> tuple[int | None, float]:
+        """(the model's input window in tokens, None when unknown; the share of it the session
+        compacts at), for the context gauge."""
+
+    def idle_compaction_due(self, now: datetime) -> bool:
+        """Whether the idle session should compact at `now`, before its cached prefix expires, rather
+        than be warmed (`hitrate.harness.idle_compaction`); `warm_up` then compacts instead."""
+
     def warm_up(self, post: Post) -> None:
-        """Send a keep-alive warm-up if one is still due; blocks; reports the recorded call through
+        """Send a keep-alive warm-up (or the idle compaction) if one is still due; blocks; reports the recorded call through
         `post`. Gives way to a turn: `run_turn` stops a warm-up in flight and waits for it."""
 
     def compact(self, post: Post) -> str:

@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
+from hitrate.harness.terminal_text import visible
 from hitrate.tui.mentions import complete
 
 
@@ -193,7 +194,7 @@ class PromptInput(TextArea):
             return
         completion, candidates = complete(self.workspace, word[1:])
         if not candidates:
-            self.notify(f"no file in the workspace matches {word}", severity="warning")
+            self.notify(visible(f"no file in the workspace matches {word}"), severity="warning", markup=False)
             return
         unique_file = len(candidates) == 1 and not candidates[0].endswith("/")
         new = "@" + completion + (" " if unique_file else "")
@@ -201,7 +202,8 @@ class PromptInput(TextArea):
             self.replace(new, (row, start), (row, column))
         if len(candidates) > 1:
             more = f" … and {len(candidates) - 12} more" if len(candidates) > 12 else ""
-            self.notify("  ".join(candidates[:12]) + more, title="@ matches")
+            # File names are the model's to choose: shown as typed.
+            self.notify(visible("  ".join(candidates[:12]) + more), title="@ matches", markup=False)
 
     def action_newline(self) -> None:
         self.insert_at_cursor("\n")

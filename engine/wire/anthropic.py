@@ -24,7 +24,8 @@ from hitrate.engine import constraints
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import EngineError, PrefillStarted
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, validation_message
+from hitrate.engine.serving import (ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, StopList,
+                                    validation_message)
 from hitrate.engine.toolcalls import ToolCall
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -117,7 +118,7 @@ class MessagesRequest(_Lenient):
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = None
-    stop_sequences: list[str] | None = None
+    stop_sequences: StopList | None = None
     stream: bool = False
     thinking: dict[str, Any] | None = None
     output_config: dict[str, Any] | None = None

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, SamplingParams
-from hitrate.engine.serving import RequestError, validation_message
+from hitrate.engine.chat import ChatFormat, ChatMessage
+from hitrate.engine.serving import RequestError, Seed, StopList, StopText, validation_message
 
 
 class _Lenient(BaseModel):
@@ -34,8 +35,8 @@ class CompletionRequest(_Lenient):
     max_tokens: int = Field(default=16, ge=1)  # OpenAI's documented default
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
-    seed: int | None = None
+    stop: StopText | StopList | None = None
+    seed: Seed | None = None
     n: int | None = Field(default=None, ge=1)
     echo: bool = False
     logprobs: int | None = None
@@ -45,9 +46,11 @@ class CompletionRequest(_Lenient):
     cache_salt: str | None = None
 
 
-def parse_completion(payload: Any, tokenizer, *, salt_header: str | None
+def parse_completion(payload: Any, chat: ChatFormat, max_model_len: int, *, salt_header: str | None
                      ) -> tuple[CompletionRequest, GenerationRequest]:
-    """The engine request for a completion (token ids are range-checked by the engine)."""
+    """The engine request for a completion (token ids are range-checked by the engine). A text
+    prompt that cannot fit `max_model_len` is refused before it is tokenized."""
+    tokenizer = chat.tokenizer
     try:
         body = CompletionRequest.model_validate(payload)
     except ValidationError as exc:
@@ -63,6 +66,7 @@ def parse_completion(payload: Any, tokenizer, *, salt_header: str | None
             raise RequestError("a batch of prompts is not supported; send one prompt per request", param="prompt")
         prompt = prompt[0]
     if isinstance(prompt, str):
+        _ensure_text_can_fit(prompt, chat, max_model_len)
         ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
     else:
         ids = list(prompt)
@@ -78,6 +82,10 @@ def parse_completion(payload: Any, tokenizer, *, salt_header: str | None
     )
     salt = salt_header if salt_header is not None else (body.cache_salt or "")
     return body, GenerationRequest(prompt_ids=ids, params=params, salt=salt)
+
+
+def _ensure_text_can_fit(text: str, chat: ChatFormat, max_model_len: int) -> None:
+    chat.ensure_can_fit([ChatMessage(role="user", content=text)], None, max_model_len)
 
 
 class CompletionIds:
@@ -132,10 +140,15 @@ def _event(payload: dict[str, Any]) -> str:
 # --------------------------------------------------------------------- tokenize / detokenize
 
 
+class TokenizeMessage(_Lenient):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+
+
 class TokenizeRequest(_Lenient):
     model: str | None = None
     prompt: str | None = None
-    messages: list[dict[str, Any]] | None = None
+    messages: list[TokenizeMessage] | None = None
     add_special_tokens: bool = True
     add_generation_prompt: bool = True
     return_token_strs: bool = False
@@ -147,11 +160,10 @@ class DetokenizeRequest(_Lenient):
     tokens: list[int]
 
 
-def tokenize(payload: Any, tokenizer, chat, max_model_len: int) -> tuple[str | None, dict[str, Any]]:
+def tokenize(payload: Any, tokenizer, chat: ChatFormat, max_model_len: int) -> tuple[str | None, dict[str, Any]]:
     """(model named in the request, vLLM TokenizeResponse). `chat` renders `messages` exactly as
-    the chat endpoints do (so `count` equals their `usage.prompt_tokens`)."""
-    from hitrate.engine.chat import ChatMessage
-
+    the chat endpoints do (so `count` equals their `usage.prompt_tokens`). Input that cannot fit
+    the context window is refused before it is tokenized."""
     try:
         body = TokenizeRequest.model_validate(payload)
     except ValidationError as exc:
@@ -159,12 +171,11 @@ def tokenize(payload: Any, tokenizer, chat, max_model_len: int) -> tuple[str | N
     if (body.prompt is None) == (body.messages is None):
         raise RequestError("give exactly one of prompt or messages", param="prompt")
     if body.prompt is not None:
+        _ensure_text_can_fit(body.prompt, chat, max_model_len)
         ids = tokenizer(body.prompt, add_special_tokens=body.add_special_tokens)["input_ids"] if body.prompt else []
     else:
-        try:
-            messages = [ChatMessage(role=m["role"], content=m.get("content") or "") for m in body.messages]
-        except (KeyError, TypeError) as exc:
-            raise RequestError("each message needs a role and text content", param="messages") from exc
+        messages = [ChatMessage(role=m.role, content=m.content or "") for m in body.messages]
+        chat.ensure_can_fit(messages, body.tools, max_model_len)
         ids = chat.encode(messages, body.tools or [], add_generation_prompt=body.add_generation_prompt)
     strs = tokenizer.convert_ids_to_tokens(ids) if body.return_token_strs else None
     return body.model, {"count": len(ids), "max_model_len": max_model_len, "tokens": ids, "token_strs": strs}

@@ -19,7 +19,7 @@ from hitrate.engine import constraints
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import EngineError
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message
+from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, Seed, StopList, StopText, validation_message
 from hitrate.engine.toolcalls import ToolCall
 
 
@@ -76,8 +76,8 @@ class ChatCompletionRequest(_Lenient):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    stop: str | list[str] | None = None
-    seed: int | None = None
+    stop: StopText | StopList | None = None
+    seed: Seed | None = None
     n: int | None = Field(default=None, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None

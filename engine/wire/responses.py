@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -52,19 +52,66 @@ class ResponsesRequest(_Lenient):
     reasoning: dict[str, Any] | None = None
 
 
-def _content_text(content: Any, where: str) -> str:
+class _TextPart(_Lenient):
+    type: str
+    text: str | None = None
+
+
+class _MessageItem(_Lenient):
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[_TextPart] | None = None
+
+
+class _FunctionCallItem(_Lenient):
+    type: Literal["function_call"]
+    name: str = Field(min_length=1)
+    arguments: str | dict[str, Any] | None = None
+    call_id: str = ""
+
+
+class _FunctionCallOutputItem(_Lenient):
+    type: Literal["function_call_output"]
+    call_id: str = Field(min_length=1)
+    output: str | list[_TextPart] | None = None
+
+
+class _FunctionTool(_Lenient):
+    type: str
+    name: str | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+# Input items by `type` (absent: a message). Each is validated on its own so that an error names
+# the item (`input[3]`) and a wrong type is a 400, never a crash further in.
+_ITEM_MODELS: dict[str, type[_Lenient]] = {
+    "message": _MessageItem,
+    "function_call": _FunctionCallItem,
+    "function_call_output": _FunctionCallOutputItem,
+}
+
+
+def _validated(model: type[_Lenient], value: Any, where: str, param: str) -> Any:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise RequestError(f"{where}: {validation_message(exc).removeprefix('invalid request: ')}", param=param) from exc
+
+
+def _content_text(content: str | list[_TextPart] | None, where: str) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     texts = []
     for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("input_text", "output_text", "text"):
-            raise RequestError(f"{where}: content parts of type {kind!r} are not supported (text only)", param="input")
-        texts.append(part.get("text") or "")
+        if part.type not in ("input_text", "output_text", "text"):
+            raise RequestError(f"{where}: content parts of type {part.type!r} are not supported (text only)",
+                               param="input")
+        texts.append(part.text or "")
     return "\n".join(texts)
 
 
-def _arguments(raw: Any, where: str) -> dict[str, Any]:
+def _arguments(raw: str | dict[str, Any] | None, where: str) -> dict[str, Any]:
     try:
         value = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
     except json.JSONDecodeError as exc:
@@ -80,18 +127,20 @@ def _messages(body: ResponsesRequest) -> list[ChatMessage]:
         messages.append(ChatMessage(role="system", content=body.instructions))
     items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
     names: dict[str, str] = {}
-    for i, item in enumerate(items):
+    for i, raw in enumerate(items):
         where = f"input[{i}]"
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = item.get("role")
-            if role not in ("user", "system", "developer", "assistant"):
-                raise RequestError(f"{where}: role must be user, system, developer or assistant", param="input")
-            text = _content_text(item.get("content"), where)
-            messages.append(ChatMessage(role="system" if role == "developer" else role, content=text))
-        elif kind == "function_call":
-            call = ToolCall(name=item.get("name", ""), arguments=_arguments(item.get("arguments"), where),
-                            id=item.get("call_id", ""))
+        kind = raw.get("type", "message")
+        if kind == "reasoning":
+            continue  # reasoning from another model: this engine's model does not read it
+        model = _ITEM_MODELS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            raise RequestError(f"{where}: input items of type {kind!r} are not supported", param="input")
+        item = _validated(model, raw, where, "input")
+        if isinstance(item, _MessageItem):
+            role = "system" if item.role == "developer" else item.role
+            messages.append(ChatMessage(role=role, content=_content_text(item.content, where)))
+        elif isinstance(item, _FunctionCallItem):
+            call = ToolCall(name=item.name, arguments=_arguments(item.arguments, where), id=item.call_id)
             names[call.id] = call.name
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant":  # calls of one turn share one assistant message
@@ -99,17 +148,10 @@ def _messages(body: ResponsesRequest) -> list[ChatMessage]:
                                            tool_calls=tuple(last.tool_calls) + (call,))
             else:
                 messages.append(ChatMessage(role="assistant", content="", tool_calls=(call,)))
-        elif kind == "function_call_output":
-            call_id = item.get("call_id")
-            if not call_id:
-                raise RequestError(f"{where}: a function_call_output needs call_id", param="input")
-            output = item.get("output")
-            text = output if isinstance(output, str) else _content_text(output, where)
-            messages.append(ChatMessage(role="tool", content=text, tool_call_id=call_id, name=names.get(call_id)))
-        elif kind == "reasoning":
-            continue  # reasoning from another model: this engine's model does not read it
         else:
-            raise RequestError(f"{where}: input items of type {kind!r} are not supported", param="input")
+            text = item.output if isinstance(item.output, str) else _content_text(item.output, where)
+            messages.append(ChatMessage(role="tool", content=text, tool_call_id=item.call_id,
+                                        name=names.get(item.call_id)))
     if not messages or all(m.role == "system" for m in messages):
         raise RequestError("input holds no message", param="input")
     return messages
@@ -117,13 +159,14 @@ def _messages(body: ResponsesRequest) -> list[ChatMessage]:
 
 def _tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     out = []
-    for i, tool in enumerate(tools or []):
-        if tool.get("type") != "function" or not tool.get("name"):
+    for i, raw in enumerate(tools or []):
+        tool = _validated(_FunctionTool, raw, f"tools[{i}]", "tools")
+        if tool.type != "function" or not tool.name:
             raise RequestError(f"tools[{i}]: only function tools with a name are supported here "
-                               f"(got type {tool.get('type')!r})", param="tools")
-        fn = {"name": tool["name"], "parameters": tool.get("parameters") or {"type": "object"}}
-        if tool.get("description"):
-            fn["description"] = tool["description"]
+                               f"(got type {tool.type!r})", param="tools")
+        fn: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters or {"type": "object"}}
+        if tool.description:
+            fn["description"] = tool.description
         out.append({"type": "function", "function": fn})
     return out
 
@@ -138,6 +181,9 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[ResponsesRe
                            "whole conversation in input", param="previous_response_id")
     tools = _tools(body.tools)
     fmt = (body.text or {}).get("format")
+    if fmt is not None and not isinstance(fmt, dict):
+        raise RequestError("text.format must be an object such as {'type': 'json_schema', 'schema': {...}}",
+                           param="text")
     grammar = None
     if fmt:
         # The Responses API flattens chat's {"json_schema": {"schema": ...}} into the format object.
@@ -148,7 +194,7 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[ResponsesRe
     parse_calls = choice != "none"
     if choice == "required" or isinstance(choice, dict):
         name = choice.get("name") if isinstance(choice, dict) else None
-        if isinstance(choice, dict) and choice.get("type") != "function":
+        if isinstance(choice, dict) and (choice.get("type") != "function" or not isinstance(name, (str, type(None)))):
             raise RequestError("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name': ...}",
                                param="tool_choice")
         if not tools:

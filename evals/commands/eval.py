@@ -39,6 +39,11 @@ class PolicyChoice(StrEnum):
     replay = "replay"
 
 
+class ExecutorChoice(StrEnum):
+    threads = "threads"
+    ray = "ray"
+
+
 def register(app: typer.Typer) -> None:
     add_command(app, "eval", eval_command)
 
@@ -93,7 +98,7 @@ def _stored_settings(db: Path, run_id: str) -> EvalSettings:
 def _resume_clashes(db: Path, run_id: str, given: dict[str, object]) -> list[str]:
     """Options given with --resume whose value differs from the run's own, as "--model differs
     (run: a, given: b)"."""
-    from hitrate.evals.task import resolve_suite_path
+    from hitrate.evals.benchmarks import canonical_suite
 
     stored = _stored_settings(db, run_id)
     nonce_from = given["--nonce-from"]
@@ -102,10 +107,12 @@ def _resume_clashes(db: Path, run_id: str, given: dict[str, object]) -> list[str
         "--tries": stored.tries, "--policy": stored.policy, "--replay-from": stored.replay_from,
         "--task": sorted(stored.task_ids) if stored.task_ids else None, "--shard": stored.shard, "--run-id": run_id,
         "--nonce-from": stored.nonce, "--max-output-tokens": stored.max_output_tokens, "--label": stored.label,
+        "--repos": stored.repos,
     }  # fmt: skip
     as_given: dict[str, object] = {
         **given,
-        "suite": str(resolve_suite_path(str(given["suite"])).resolve()) if given["suite"] is not None else None,
+        "suite": canonical_suite(str(given["suite"])) if given["suite"] is not None else None,
+        "--repos": str(Path(str(given["--repos"])).expanduser().resolve()) if given.get("--repos") is not None else None,
         "--task": sorted(given["--task"]) if given["--task"] else None,  # type: ignore[call-overload]
         "--nonce-from": _nonce_of(db, str(nonce_from)) if nonce_from is not None else None,
     }
@@ -121,7 +128,7 @@ def _resume_clashes(db: Path, run_id: str, given: dict[str, object]) -> list[str
 
 
 def eval_command(
-    suite: Annotated[Optional[str], typer.Argument(help="Suite folder or bundled suite name (default: the bundled 'basic' suite).")] = None,
+    suite: Annotated[Optional[str], typer.Argument(help="Suite folder, bundled suite name (default: 'basic'), or a published benchmark: aider-polyglot:PATH, swebench:FILE.jsonl, terminal-bench:PATH.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="provider/model, as for `hitrate run` (default: $HITRATE_MODEL, the config file, ...).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Tasks run at once.")] = 1,
     layout: Annotated[Optional[LayoutChoice], typer.Option("--layout", help="cache-aware (the projection) or naive (volatile system prompt, unsorted tools, no cache marks).")] = None,
@@ -136,9 +143,13 @@ def eval_command(
     nonce_from: Annotated[Optional[str], typer.Option("--nonce-from", help="Warm run: send the nonce of this earlier cold run, to reuse what it cached.")] = None,
     max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each call (default 4096; 16 when replaying).")] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="A name for the run.")] = None,
+    repos: Annotated[Optional[str], typer.Option("--repos", help="swebench suites: folder of local clones or mirrors (default: repos/ beside the JSONL).")] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each task's workspace copy (its path goes in the task's ledger detail).")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Print the run's report at the end.")] = True,
+    executor: Annotated[ExecutorChoice, typer.Option("--executor", help="threads: --workers threads here; ray: one Ray task per task, on $RAY_ADDRESS or a local Ray cluster (the 'cluster' extra).")] = ExecutorChoice.threads,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="With --executor ray: the cluster to join (default: $RAY_ADDRESS, else a local one).")] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="With --executor ray: how often a task that ended in an infra error is run again.")] = 2,
 ) -> None:
     """Run the agent over SUITE and grade every task with its hidden tests.
 
@@ -150,7 +161,8 @@ def eval_command(
     from hitrate.evals.runner import EvalError, run_eval
     from hitrate.evals.settings import EvalSettings
     from hitrate.evals.shard import parse_shard
-    from hitrate.evals.task import SuiteFormatError, resolve_suite_path
+    from hitrate.evals.benchmarks import canonical_suite
+    from hitrate.evals.task import SuiteFormatError
     from hitrate.harness.defaults import default_model
     from hitrate.harness.models import ModelSpecError
     from hitrate.store.ledger import default_ledger_path
@@ -161,7 +173,7 @@ def eval_command(
     if resume is not None:
         given = {"suite": suite, "--model": model, "--layout": layout, "--cache": cache, "--tries": tries, "--policy": policy,
                  "--replay-from": replay_from, "--task": task, "--shard": shard, "--run-id": run_id, "--nonce-from": nonce_from,
-                 "--max-output-tokens": max_output_tokens, "--label": label}  # fmt: skip
+                 "--max-output-tokens": max_output_tokens, "--label": label, "--repos": repos}  # fmt: skip
         if any(value is not None for value in given.values()):
             # The original command line with --resume appended is fine; a setting that differs is not.
             try:
@@ -174,7 +186,8 @@ def eval_command(
         try:
             if shard is not None:
                 parse_shard(shard)
-            suite_path = resolve_suite_path(suite).resolve()
+            suite_spec = canonical_suite(suite)
+            repos_path = str(Path(repos).expanduser().resolve()) if repos is not None else None
             spec = model or default_model()
             cache_mode = (cache or CacheChoice.cold).value
             if nonce_from is not None and cache_mode != "warm":
@@ -182,7 +195,8 @@ def eval_command(
             if replay_from is not None and policy is not PolicyChoice.replay:
                 _fail(console, "--replay-from needs --policy replay")
             settings = EvalSettings(
-                suite=str(suite_path),
+                suite=suite_spec,
+                repos=repos_path,
                 model=spec,
                 layout=(layout or LayoutChoice.cache_aware).value,
                 cache_mode=cache_mode,
@@ -202,8 +216,14 @@ def eval_command(
     title = "eval" if settings is None else f"eval {settings.layout} · {settings.cache_mode}"
     try:
         with RichProgress(title, console=console) as progress:
-            result = run_eval(settings, db_path=db_path, resume=resume, run_id=run_id, workers=workers, observer=progress, cancel=cancel,
-                              keep_workspaces=keep_workspaces)  # fmt: skip
+            if executor is ExecutorChoice.ray:
+                from hitrate.evals.ray_executor import run_eval_ray
+
+                result = run_eval_ray(settings, db_path=db_path, resume=resume, run_id=run_id, address=ray_address, retries=retries,
+                                      observer=progress, cancel=cancel)  # fmt: skip
+            else:
+                result = run_eval(settings, db_path=db_path, resume=resume, run_id=run_id, workers=workers, observer=progress, cancel=cancel,
+                                  keep_workspaces=keep_workspaces)  # fmt: skip
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: finished tasks are recorded; `hitrate eval --resume <run>` runs the rest")
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -216,15 +236,22 @@ def eval_command(
 def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool) -> None:
     from rich.markup import escape
 
+    from hitrate.harness.terminal_text import visible
+
     ran = len(result.results)
     console.print(
         f"run [bold]{escape(result.run_id)}[/bold]: {result.status}; {ran} task(s) run"
         + (f", {len(result.skipped)} already finished" if result.skipped else ""),
         highlight=False,
     )
+    for task_id, error in sorted(result.errors.items()):
+        console.print(f"  {task_id}: unfinished: {escape(error[:200])}", highlight=False)
+    for task_id, reason in sorted(result.unavailable.items()):
+        console.print(f"  {task_id}: unavailable here: {escape(reason)}", highlight=False)
     for item in result.results:
         if item.outcome != "pass" and item.detail:
-            console.print(f"  {item.name}: {item.outcome}: {escape(item.detail[:200])}", highlight=False)
+            # The detail quotes the graded code's output: its control characters are shown, not obeyed.
+            console.print(f"  {escape(visible(item.name))}: {item.outcome}: {escape(visible(item.detail[:200]))}", highlight=False)
     if show_report:
         from hitrate.evals.report import load_report
         from hitrate.evals.report_render import tables

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from hitrate.evals.report import Report
 
 FORMATS = ("table", "json", "html")
+LEADERBOARD_FORMATS = ("table", "json", "csv")
 
 
 def register(app: typer.Typer) -> None:
@@ -24,8 +25,9 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    run_ids: Annotated[list[str], typer.Argument(help="Run id(s). Several runs (e.g. cold and warm, or both layouts) are reported side by side.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or html.")] = "table",
+    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Run id(s). Several runs (e.g. cold and warm, or both layouts) are reported side by side. With --leaderboard, none means every eval run in the ledger.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or html; with --leaderboard: table, json or csv.")] = "table",
+    leaderboard: Annotated[bool, typer.Option("--leaderboard", help="One row per run: pass rate and interval, cost per passed task, Σ-hit, p50 wall time; runs on other task sets marked not comparable (schema: docs/leaderboard.md).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the report to this file instead of the terminal.")] = None,
     pictures: Annotated[
         Optional[Path], typer.Option("--pictures", help="Also write the pictures into this folder, as PNG and SVG.")
@@ -59,9 +61,14 @@ def report_command(
     from hitrate.evals.report import ReportError, load_report
     from hitrate.harness.cli import require_extra
 
+    console = Console(stderr=True)
+    if leaderboard:
+        _leaderboard(console, run_ids or [], fmt, out, db, price_as, prices)
+        return
+    if not run_ids:
+        _fail(console, "name at least one run id (or use --leaderboard for every eval run)")
     if fmt == "html" or pictures is not None:
         require_extra("evals", "the report's pictures (--format html, --pictures)")
-    console = Console(stderr=True)
     if fmt not in FORMATS:
         _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if db is not None and not db.exists():
@@ -83,6 +90,41 @@ def report_command(
     if pictures is not None:
         for path in write_pictures(report, pictures):
             console.print(f"picture written to {path}", highlight=False)
+
+
+def _leaderboard(
+    console: Console, run_ids: list[str], fmt: str, out: Path | None, db: Path | None, price_as: str | None, prices: Path | None
+) -> None:
+    from hitrate.evals.leaderboard import leaderboard_table, load_leaderboard, to_csv
+    from hitrate.evals.report import ReportError
+    from hitrate.harness.commands.format import table_width
+    from hitrate.harness.price_source import PriceSourceError, price_table
+
+    if fmt not in LEADERBOARD_FORMATS:
+        _fail(console, f"--leaderboard --format must be one of {', '.join(LEADERBOARD_FORMATS)}, not {fmt!r}")
+    if db is not None and not db.exists():
+        _fail(console, f"ledger file {db} does not exist")
+    try:
+        table = price_table(prices) if price_as is not None else None
+        board = load_leaderboard(db, run_ids, price_as=price_as, price_table=table)
+    except (ReportError, PriceSourceError) as exc:
+        _fail(console, str(exc))
+    if fmt == "json":
+        text = board.model_dump_json(indent=1) + "\n"
+    elif fmt == "csv":
+        text = to_csv(board)
+    else:
+        from rich.console import Console as TextConsole
+
+        buf = io.StringIO()
+        TextConsole(file=buf, width=max(table_width(), 200), force_terminal=False, color_system=None).print(leaderboard_table(board))
+        text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+    if out is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        console.print(f"leaderboard written to {out}", highlight=False)
 
 
 def render(report: Report, fmt: str, *, picture_format: str = "svg", width: int | None = None) -> str:

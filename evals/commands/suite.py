@@ -12,11 +12,19 @@ from rich.table import Table
 
 from hitrate.evals.junit import TestOutcome
 from hitrate.evals.suite_check import TaskCheck, check_tasks, default_workers
-from hitrate.evals.task import Suite, SuiteFormatError, load_suite, resolve_suite_path
+from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
+from hitrate.evals.task import Suite, SuiteFormatError, load_suite
+from hitrate.harness.terminal_text import visible
 
 SuiteArg = Annotated[
     Optional[str],
-    typer.Argument(help="Suite folder, or the name of a bundled suite (default: the bundled 'basic' suite)."),
+    typer.Argument(
+        help="Suite folder, the name of a bundled suite (default: 'basic'), or a published benchmark: "
+        "aider-polyglot:PATH, swebench:FILE.jsonl, terminal-bench:PATH."
+    ),
+]
+ReposOpt = Annotated[
+    Optional[str], typer.Option("--repos", help="swebench: folder of local clones or mirrors (owner__name, owner/name or name, or a .bundle).")
 ]
 
 
@@ -26,12 +34,15 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=160)
 
 
-def _load(suite: str | None, console: Console) -> Suite:
+def _load(suite: str | None, console: Console, repos: str | None = None) -> Suite:
     try:
-        return load_suite(resolve_suite_path(suite))
-    except (FileNotFoundError, SuiteFormatError) as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        loaded = load_suite(resolve_suite(suite, repos=repos))
+    except (FileNotFoundError, SuiteFormatError, BenchmarkError) as exc:
+        console.print(f"[red]error:[/red] {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from exc
+    for task_id, reason in sorted(loaded.unavailable.items()):
+        console.print(f"unavailable here: {task_id}: {reason}", markup=False, highlight=False, soft_wrap=True)
+    return loaded
 
 
 def _count(outcomes: dict[str, TestOutcome], ids: list[str]) -> int:
@@ -48,8 +59,8 @@ def _check_table(suite: Suite, checks: list[TaskCheck]) -> Table:
     table.add_column("s", justify="right")
     table.add_column("verdict", no_wrap=True)
     for check in checks:
-        tests = suite.task(check.task_id).spec.tests
-        f2p, p2p = tests.fail_to_pass, tests.pass_to_pass
+        checked = suite.task(check.task_id)
+        f2p, p2p = checked.fail_to_pass, checked.pass_to_pass
         f2p_failing = len(f2p) - _count(check.on_workspace.outcomes, f2p)
         solved = _count(check.with_solution.outcomes, f2p + p2p)
         verdict = "[green]ok[/green]" if check.ok else "[red]BROKEN[/red]"
@@ -71,10 +82,10 @@ def register(app: typer.Typer) -> None:
     )
 
     @suite_app.command("list")
-    def list_tasks(suite: SuiteArg = None) -> None:
+    def list_tasks(suite: SuiteArg = None, repos: ReposOpt = None) -> None:
         """List a suite's tasks with difficulty, tags, limits and test counts."""
         console = _console()
-        loaded = _load(suite, console)
+        loaded = _load(suite, console, repos)
         table = Table(title=f"suite {loaded.name}: {len(loaded.tasks)} tasks ({loaded.root})", box=box.SIMPLE_HEAD)
         table.add_column("task", no_wrap=True)
         table.add_column("level", no_wrap=True)
@@ -87,8 +98,8 @@ def register(app: typer.Typer) -> None:
             table.add_row(
                 task.id,
                 str(spec.difficulty),
-                str(len(spec.tests.fail_to_pass)),
-                str(len(spec.tests.pass_to_pass)),
+                str(len(task.fail_to_pass)),
+                str(len(task.pass_to_pass)),
                 str(spec.limits.max_steps),
                 f"{spec.limits.max_cost_usd:.2f}",
                 f"{spec.limits.max_wall_s:g}",
@@ -100,6 +111,7 @@ def register(app: typer.Typer) -> None:
     @suite_app.command("check")
     def check(
         suite: SuiteArg = None,
+        repos: ReposOpt = None,
         task: Annotated[
             Optional[list[str]], typer.Option("--task", help="Check only this task id (repeatable).")
         ] = None,
@@ -112,7 +124,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Prove every task: F2P tests fail on workspace/, every test passes with solution/ applied."""
         console = _console()
-        loaded = _load(suite, console)
+        loaded = _load(suite, console, repos)
         try:
             tasks = loaded.select(task) if task else loaded.tasks
         except KeyError as exc:
@@ -135,7 +147,7 @@ def register(app: typer.Typer) -> None:
             if show_output:
                 for label, result in (("workspace/", c.on_workspace), ("solution/", c.with_solution)):
                     console.rule(f"{c.task_id}: pytest output on {label}")
-                    console.print(result.output, highlight=False, markup=False, soft_wrap=True)
+                    console.print(visible(result.output), highlight=False, markup=False, soft_wrap=True)
         total = sum(c.duration_s for c in checks)
         console.print(
             f"{len(checks) - len(broken)}/{len(checks)} tasks sound; {total:.1f} s of test runs, {workers} workers",

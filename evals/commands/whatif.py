@@ -48,6 +48,11 @@ def whatif_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data directory).")] = None,
     prices: Annotated[Optional[Path], typer.Option("--prices", help="Price file (hitrate snapshot or LiteLLM JSON; default: $HITRATE_PRICES, the config file, the shipped prices).")] = None,
+    policies: Annotated[bool, typer.Option("--policies", help="Replay SESSION under each context policy (none, naive summary, "
+                                           "cache-aware, clearing, provider-native) for each --as anthropic/openai target.")] = False,
+    context_window: Annotated[Optional[int], typer.Option("--context-window", min=1, help="With --policies: the window to keep "
+                                                          "inside (default: the targets' smallest).")] = None,
+    compact_at: Annotated[float, typer.Option("--compact-at", min=0.05, max=1.0, help="With --policies: compact past this share of the window.")] = 0.8,
 ) -> None:
     """Replay recorded requests through another provider's caching rules and prices.
 
@@ -79,6 +84,9 @@ def whatif_command(
         table = price_table(prices)
     except PriceSourceError as exc:
         _fail(console, str(exc))
+    if policies:
+        _policies(console, ident, targets, db, table, context_window, compact_at, as_json)
+        return
     try:
         parsed = [parse_target(t, table) for t in targets]
         with Ledger(db, read_only=True) as ledger:
@@ -102,6 +110,24 @@ def whatif_command(
     if per_call:
         for result in results:
             console.print(per_call_table(result))
+
+
+def _policies(console: Console, ident: str, targets: list[str], db: Path | None, table, window: int | None,
+              threshold: float, as_json: bool) -> None:
+    from hitrate.evals.whatif.policy_report import policy_table, session_policies
+    from hitrate.store.ledger import Ledger
+
+    try:
+        with Ledger(db) as ledger:
+            used, results = session_policies(ledger, ident, targets, window=window, threshold=threshold, table=table)
+    except ValueError as exc:
+        _fail(console, str(exc))
+    if as_json:
+        typer.echo(json.dumps({"session": ident, "context_window": used, "results": [r.model_dump(mode="json") for r in results]}, indent=1))
+        return
+    console.print(policy_table(results, used))
+    console.print("summ. read: the summary calls' cache-read share; native compaction bills its iteration as uncached input.",
+                  style="dim")
 
 
 def summary_table(loaded: LoadedRequests, results: list[WhatIfResult]) -> Table:

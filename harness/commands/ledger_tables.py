@@ -51,8 +51,11 @@ def _cost(totals: UsageTotals) -> str:
 
 
 def _calls(totals: UsageTotals) -> str:
-    """`12`, with `(1✗)` for failed calls and `(2⚑)` for flagged ones (explained under the table)."""
+    """`12`, with `(1✗)` for failed calls, `(1↻)` for retries, `(1?)` for interrupted ones and
+    `(2⚑)` for flagged ones (explained under the table)."""
     text = f"{totals.calls}" + (f" ({totals.failed_calls}✗)" if totals.failed_calls else "")
+    text += f" ({totals.retries}↻)" if totals.retries else ""
+    text += f" ({totals.interrupted_calls}?)" if totals.interrupted_calls else ""
     return text + (f" ({totals.flagged_calls}⚑)" if totals.flagged_calls else "")
 
 
@@ -64,6 +67,10 @@ def _footnotes(all_totals: list[UsageTotals]) -> list[str]:
     notes = [RATIO_LEGEND]
     if any(t.failed_calls for t in all_totals):
         notes.append("n✗: calls that failed (recorded without usage).")
+    if any(t.retries for t in all_totals):
+        notes.append("n↻: retries (each attempt is a row of its own, counted in calls).")
+    if any(t.interrupted_calls for t in all_totals):
+        notes.append("n?: calls never completed: cut off when their process ended, or still running (usage unknown; counted in ✗).")
     if any(t.flagged_calls for t in all_totals):
         notes.append("n⚑: calls whose usage payload contradicted itself (listed below; all: --flagged).")
     if any(t.cost_usd is not None and _unpriced(t) for t in all_totals):

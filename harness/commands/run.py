@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from hitrate.harness.events import EventSink
     from hitrate.harness.models import ModelSpec
     from hitrate.store.prices import PriceTable
+    from hitrate.harness.wire.timeouts import CallTimeouts
     from hitrate.harness.policy import Policy
     from hitrate.harness.router import Route
     from hitrate.harness.session import SessionConfig
@@ -81,7 +82,9 @@ def run_command(
     ),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Most model calls."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before a call once this many USD are spent."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", min=0.001, help="Stop before a call after this many seconds."),
+    max_wall: Optional[float] = typer.Option(
+        None, "--max-wall", min=0.001, help="Stop after this many seconds: no call starts, and none (nor its retries) runs, past it."
+    ),
     max_output_tokens: Optional[int] = typer.Option(
         None, "--max-output-tokens", min=1, help="max_tokens of each call (thinking included). Default: 32,000 on models "
         "that think by default, else 4,096, within the model's own output limit.",
@@ -91,15 +94,37 @@ def run_command(
         "(Anthropic output_config.effort, OpenAI reasoning_effort / reasoning.effort, ...). Default: the config file's "
         "`effort`, else the model's own default.",
     ),
+    connect_timeout: Optional[float] = typer.Option(
+        None, "--connect-timeout", min=0.001, help="Seconds to reach the model server (default: the config file's "
+        "[timeouts] connect_s, else 10).",
+    ),
+    first_byte_timeout: Optional[float] = typer.Option(
+        None, "--first-byte-timeout", min=0.001, help="Seconds from sending a request to the response headers "
+        "(default: [timeouts] first_byte_s, else 120).",
+    ),
+    idle_timeout: Optional[float] = typer.Option(
+        None, "--idle-timeout", min=0.001, help="Seconds of silence allowed between two chunks of a streamed reply "
+        "(default: [timeouts] idle_s, else 300). Each call also ends at what is left of --max-wall.",
+    ),
     context_window: Optional[int] = typer.Option(
-        None, "--context-window", min=1, help="The model's input window in tokens (default: the price table's)."
+        None, "--context-window", min=1, help="The model's input window in tokens (default: the config file's "
+        "[compaction] context_window, else what a self-hosted server reports, else the price table's)."
     ),
     permissions: Optional[str] = typer.Option(
         None, "--permissions", help="allow, deny or ask for tool calls no rule matches (default: the config file's "
         "[permissions] default, else allow); a headless run refuses what it would have to ask about.",
     ),
-    compact_at: float = typer.Option(
-        0.8, "--compact-at", min=0.05, max=1.0, help="Compact the history before a call past this share of the window."
+    compact_at: Optional[float] = typer.Option(
+        None, "--compact-at", min=0.05, max=1.0,
+        help="Compact the history before a call past this share of the window (default: [compaction] at, else 0.8)."
+    ),
+    compaction: Optional[str] = typer.Option(
+        None, "--compaction", help="client (hitrate's cache-aware summary), native (the provider's own where the route has it, "
+        "else client) or off (default: [compaction] mode, else client)."
+    ),
+    clear_tool_results: Optional[bool] = typer.Option(
+        None, "--clear-tool-results/--no-clear-tool-results",
+        help="Stub old large tool results before compacting, when that pays (default: [compaction] clear_tool_results, else on)."
     ),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
@@ -134,12 +159,12 @@ def run_command(
     call failed, 2 bad model / key / workspace / session, 3 a limit stopped the agent, 4 the model refused, 130
     cancelled."""
     from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.defaults import default_model
+    from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
+    from hitrate.harness.defaults import config_path, default_model
     from hitrate.harness.models import ModelSpecError, parse_model_spec
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
     from hitrate.harness.resume import SessionNotResumable
-    from hitrate.harness.session import SessionConfig
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
     from hitrate.tools.confine import confinement_notice
@@ -160,6 +185,10 @@ def run_command(
         if workspace is None and stored_workspace is not None:
             workspace = Path(stored_workspace)
     ws = _workspace(workspace or Path("."))
+    try:
+        timeouts = configured_timeouts(config_path(), connect_s=connect_timeout, first_byte_s=first_byte_timeout, idle_s=idle_timeout)
+    except TimeoutConfigError as exc:
+        _fail(str(exc))
     # An unusable --db fails now (LedgerError, reported by the CLI), not after a model has loaded.
     Ledger(ledger_path).close()
     try:
@@ -190,8 +219,8 @@ def run_command(
     limits = AgentLimits(max_steps=max_steps, max_cost_usd=max_cost, max_wall_s=max_wall)
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
-                          config=SessionConfig(max_output_tokens=max_output_tokens, context_window=context_window,
-                                               compact_at=compact_at, effort=level),
+                          config=session_config(max_output_tokens, context_window, compact_at, compaction, clear_tool_results,
+                                                effort=level, timeouts=timeouts),
                           resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets,
                           refresh_head=refresh_docs)
     except (SessionNotResumable, StoredTranscriptError) as exc:
@@ -199,6 +228,32 @@ def run_command(
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
+
+
+def session_config(
+    max_output_tokens: int | None, context_window: int | None, compact_at: float | None, compaction: str | None,
+    clear_tool_results: bool | None, *, effort: "Effort | None" = None, timeouts: "CallTimeouts | None" = None,
+) -> "SessionConfig":
+    """The session's settings: each flag given, else the config file's `[compaction]` key, else the default."""
+    from hitrate.harness.compaction_settings import CompactionSettingsError, load_compaction_settings
+    from hitrate.harness.defaults import config_path
+    from hitrate.harness.session import SessionConfig
+
+    if compaction is not None and compaction not in ("client", "native", "off"):
+        _fail(f"--compaction {compaction!r}: use client, native or off")
+    try:
+        settings = load_compaction_settings(config_path())
+    except CompactionSettingsError as exc:
+        _fail(str(exc))
+    return SessionConfig(
+        max_output_tokens=max_output_tokens,
+        context_window=context_window if context_window is not None else settings.context_window,
+        compact_at=compact_at if compact_at is not None else settings.at,
+        compaction=compaction or settings.mode,  # type: ignore[arg-type]
+        clear_tool_results=clear_tool_results if clear_tool_results is not None else settings.clear_tool_results,
+        effort=effort,
+        **({"timeouts": timeouts} if timeouts is not None else {}),
+    )
 
 
 def _effort(flag: str | None) -> "Effort | None":

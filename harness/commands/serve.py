@@ -61,6 +61,7 @@ def serve_command(
         [], "--served-model-name", help="Name clients use for the model (repeatable)."
     ),
     default_max_tokens: int = typer.Option(4096, help="max_tokens for OpenAI requests that set none."),
+    max_body_mb: float = typer.Option(4.0, min=0.001, help="Largest request body accepted, in MiB (larger: 413)."),
     local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
     trust_remote_code: bool = typer.Option(False, help="Allow model code shipped with the checkpoint."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
@@ -106,7 +107,8 @@ def serve_command(
         f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
     )
     serve(engine, host=host, port=port, served_model_names=served_model_name or None,
-          default_max_tokens=default_max_tokens, log_level=log_level, sock=listener)
+          default_max_tokens=default_max_tokens, max_body_bytes=int(max_body_mb * 1024 * 1024),
+          log_level=log_level, sock=listener)
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

@@ -117,6 +117,10 @@ def ledger_command(
     run: str | None = typer.Option(None, "--run", help="Only calls of this run id."),
     as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
     flagged: bool = typer.Option(False, "--flagged", help="List the calls whose usage payload held a contradiction."),
+    calls: str | None = typer.Option(
+        None, "--calls", help="List every request of this session (its id or first characters), one row each: retries, "
+        "failed and interrupted attempts with their errors.",
+    ),
 ) -> None:
     """Summarize recorded calls: by session (the default), day, run, task, model, backend or kind.
 
@@ -126,6 +130,7 @@ def ledger_command(
     contradicted itself are counted under "flagged" and listed below the table (all of them with
     --flagged)."""
     from hitrate.store.ledger import Ledger, default_ledger_path
+    from hitrate.store.ledger_spool import spool_path
 
     if by not in _GROUPS:
         _fail(f"--by must be one of {', '.join(_GROUPS)}, not {by!r}")
@@ -140,6 +145,19 @@ def ledger_command(
     from hitrate.harness.commands import ledger_tables as ledger_tables
 
     with Ledger(path, read_only=True) as ledger:
+        if ledger.spooled_rows:
+            typer.echo(f"note: {ledger.spooled_rows} row(s) a full disk kept out of the ledger wait in "
+                       f"{spool_path(path)}; they are added the next time it is opened with free space", err=True)  # fmt: skip
+        if calls is not None:
+            from hitrate.harness.commands.ledger_calls import print_calls
+            from hitrate.harness.commands.sessions import SessionLookupError, resolve_session
+
+            try:
+                session_id = resolve_session(ledger, calls)
+            except SessionLookupError as exc:
+                _fail(str(exc))
+            print_calls(ledger.calls(session_id=session_id), session_id, path, as_json=as_json)
+            return
         flagged_rows = ledger.flagged_calls(run_id=run)
         if flagged:
             ledger_tables.print_flagged(flagged_rows, path, as_json=as_json, limit=None)

@@ -19,6 +19,7 @@ from typing import Any
 
 import anthropic
 
+from hitrate.harness.wire.anthropic_compaction import COMPACTION_BLOCK, betas_for, compaction_block
 from hitrate.harness.wire.effort import Effort, wire_effort
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
@@ -176,6 +177,7 @@ class _Collected:
         entry["_text"] = [block.get("text") or block.get("thinking") or ""]
         entry["_json"] = []
         entry["_signature"] = [block.get("signature") or ""]
+        entry["_compaction"] = []
         self.blocks[index] = entry
 
     def delta(self, index: int, delta: dict[str, Any]) -> str | None:
@@ -192,6 +194,8 @@ class _Collected:
             entry["_text"].append(delta.get("thinking", ""))
         elif kind == "signature_delta":
             entry["_signature"].append(delta.get("signature", ""))
+        elif kind == "compaction_delta":
+            entry["_compaction"].append(delta)
         return None
 
     def message(self) -> AssistantMessage | None:
@@ -233,6 +237,8 @@ class _Collected:
                 content.append(ThinkingBlock(thinking="".join(entry["_text"]), signature=signature))
             elif kind == "redacted_thinking":
                 content.append(ThinkingBlock(thinking=entry.get("data", ""), redacted=True))
+            elif kind == COMPACTION_BLOCK:
+                content.append(compaction_block(entry))
             elif kind:
                 # A block this harness does not read (server_tool_use, web_search_tool_result, ...):
                 # kept whole, as an empty text block carrying its JSON, so it goes back to this API
@@ -296,6 +302,9 @@ class AnthropicBackend:
         )
         self.last_report: RenderReport | None = None
         self._inflight = InFlight()
+        self.context_management: dict[str, Any] | None = None
+        """Server-side context management to ask for on every call (`anthropic_compaction`);
+        None: none, and the plain (non-beta) Messages endpoint."""
         self.prewarm_refused = False
         """Set for good once the server refused a `max_tokens: 0` pre-warm (`prewarm` then streams
         one token instead)."""
@@ -336,7 +345,7 @@ class AnthropicBackend:
 
         try:
             with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id", refine=refine) as call:
-                message = self._client.messages.create(**body)
+                message = self._client.messages.create(**body, **call.timeout)
                 call.check()
         except _PrewarmRefused:
             self.prewarm_refused = True
@@ -358,6 +367,14 @@ class AnthropicBackend:
             streamed=False,
         )
 
+    def _open_stream(self, body: dict[str, Any], timeout: dict[str, Any]) -> Any:
+        # Server-side compaction is a beta: the beta endpoint knows its fields and block types.
+        if "context_management" in body:
+            return self._client.beta.messages.create(
+                **body, betas=betas_for(body["context_management"]), stream=True, **timeout
+            )
+        return self._client.messages.create(**body, stream=True, **timeout)
+
     def call(self, prompt: Prompt, *, max_tokens: int, on_text: TextSink | None = None) -> CallResult:
         report = RenderReport()
         body = self._render(prompt, max_tokens, report)
@@ -370,8 +387,12 @@ class AnthropicBackend:
         response_id: str | None = None
         stop_details: dict[str, Any] | None = None
         collected = _Collected()
-        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id") as call:
-            for event in call.events(self._client.messages.create(**body, stream=True)):
+        if self.context_management is not None:
+            body["context_management"] = self.context_management
+        # Anthropic's stream ends with `message_stop` (streaming docs): without it the reply is not whole.
+        with StreamedCall(self._inflight, where, anthropic.AnthropicError, request_id_header="request-id",
+                          last_event="message_stop") as call:
+            for event in call.events(self._open_stream(body, call.timeout)):
                 kind = event.type
                 if kind == "message_start":
                     message = event.message
@@ -390,9 +411,12 @@ class AnthropicBackend:
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     delta_usage = as_raw_usage(getattr(event, "usage", None))
+                    call.partial_usage = {**start_usage, **delta_usage}
                     # A refusal says why in `stop_details` (category, explanation) on this event.
                     details = _dict(event.delta).get("stop_details")
                     stop_details = details if isinstance(details, dict) else stop_details
+                elif kind == "message_stop":
+                    call.end()
         # Cumulative message_delta counts win; whatever the counts say, the call is kept (flagged).
         raw_usage, usage = anthropic_stream_usage(start_usage, delta_usage)
         return call.result(

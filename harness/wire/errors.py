@@ -9,6 +9,7 @@ mid-stream); its status is then 200 and only the body's error type tells what ha
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from typing import Any
 
@@ -105,6 +106,12 @@ def _is_context_overflow(message: str) -> bool:
     return "context" in text and ("max_tokens" in text or "completion" in text)
 
 
+def is_timeout_error(exc: BaseException) -> bool:
+    """Whether `exc` is a wait that ran out (the SDKs' timeout error, or the transport's own once a
+    stream has started)."""
+    return isinstance(exc, (*_TIMEOUTS, httpx2.TimeoutException))
+
+
 def from_sdk_error(exc: BaseException, *, where: str) -> CallError:
     """A CallError for any exception raised while calling an SDK. `where` names the backend."""
     if isinstance(exc, CallError):
@@ -135,6 +142,13 @@ def from_sdk_error(exc: BaseException, *, where: str) -> CallError:
             retry_after_s=retry_after_seconds(headers),
             request_id=request_id,
         )
+    if isinstance(exc, openai.APIError) and isinstance(exc.body, dict):
+        # Chat Completions sends a failure that happens after the 200 as a data line holding an
+        # `error` object ({"error": {"type": "server_error", ...}}); the SDK raises it as a bare
+        # APIError with that object as its body. Its type says whether to retry, as a status's would.
+        body_type, body_message = _body_error(exc.body)
+        label = f"{body_type}: " if body_type else ""
+        return CallError(f"{where}: {label}{body_message or exc.message} (in the stream)", kind=_kind_for_status(200, body_type))
     if isinstance(exc, (anthropic.AnthropicError, openai.OpenAIError)):
         return CallError(f"{where}: {type(exc).__name__}: {exc}", kind="bad_response")
     raise exc
@@ -148,6 +162,11 @@ def stream_error(
     transport failures, so a timeout or a dropped connection arrives as the transport's own error."""
     if isinstance(exc, CallError):
         error = exc
+    elif isinstance(exc, json.JSONDecodeError):
+        # The SDKs parse each SSE data line as JSON and raise the parser's error as is. A line cut
+        # or garbled on the way is a broken call, not a reply: retried like a dropped connection.
+        error = CallError(f"{where}: the stream carried a line that is not JSON ({exc.msg} at column {exc.colno}: "
+                          f"{exc.doc[:80]!r})", kind="broken_stream")  # fmt: skip
     elif isinstance(exc, httpx2.TimeoutException):
         error = CallError(f"{where}: the stream timed out", kind="timeout")
     elif isinstance(exc, httpx2.TransportError):

@@ -375,8 +375,12 @@ class OpenAIChatBackend(OpenAIClientBackend):
         finish: str | None = None
         model = prompt.model
         response_id: str | None = None
-        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id") as call:
-            for chunk in call.events(self._client.chat.completions.create(**request)):
+        # A whole Chat Completions stream gives each choice a `finish_reason` (then, when asked, a
+        # usage chunk, then `[DONE]`, which the SDK consumes). A stream that closes before any
+        # finish_reason was cut off mid-answer.
+        with StreamedCall(self._inflight, self.label, openai.OpenAIError, request_id_header="x-request-id",
+                          last_event="a finish_reason") as call:
+            for chunk in call.events(self._client.chat.completions.create(**request, **call.timeout)):
                 response_id = response_id or chunk.id
                 model = chunk.model or model
                 extra = chunk.model_extra or {}
@@ -387,6 +391,7 @@ class OpenAIChatBackend(OpenAIClientBackend):
                 for choice in chunk.choices:
                     if choice.finish_reason:
                         finish = choice.finish_reason
+                        call.end()
                     if choice.delta is not None:
                         reply.add(choice.delta, call.timer, on_text)
         # The store never raises on a usage payload: contradictions come back flagged in the usage.

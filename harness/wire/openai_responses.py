@@ -36,6 +36,7 @@ import openai
 from hitrate.harness.models import Quirks
 from hitrate.harness.wire.effort import Effort, wire_effort
 from hitrate.harness.wire.openai_client import OpenAIClientBackend
+from hitrate.harness.wire.responses_compaction import COMPACTION_ITEM, compaction_item_block
 from hitrate.harness.wire.stream import StreamedCall
 from hitrate.harness.wire.types import (
     BlockKey,
@@ -320,6 +321,8 @@ def _blocks(item: dict[str, Any]) -> list[Any]:
         if not thinking and native is None:
             return []
         return [ThinkingBlock(thinking=thinking, native=native)]
+    if kind == COMPACTION_ITEM:
+        return [compaction_item_block(item)]
     return []  # hosted-tool items (web search, ...) are not requested by this harness
 
 
@@ -363,6 +366,8 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
         super().__init__(**backend)
         self.include_encrypted_reasoning = True
         """Cleared for good once the model refuses the include (it does not reason)."""
+        self.context_management: list[dict[str, Any]] | None = None
+        """Server-side compaction to ask for on every call (`responses_compaction`); None: none."""
         self.reasoning_summary: ReasoningSummary | None = "auto"
         """The reasoning summary asked for along with an effort (`reasoning.summary`); None: none."""
 
@@ -384,6 +389,8 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             effort=self.effort if include else None, reasoning_summary=self.reasoning_summary,
         )
         self.last_report = report
+        if self.context_management is not None:
+            body["context_management"] = self.context_management
         request = dict(body, stream=True)
         where = f"{self.label} at {self.base_url}"
         output = _Output()
@@ -395,8 +402,11 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
             if include and _refuses_encrypted_reasoning(exc):
                 raise _EncryptedReasoningRefused() from exc
 
-        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine) as call:
-            stream = self._client.responses.create(**request)
+        # A whole Responses stream ends with `response.completed` (or `response.incomplete`, a
+        # reply cut at a limit, said so); `response.failed` and `error` say it failed.
+        with StreamedCall(self._inflight, where, openai.OpenAIError, request_id_header="x-request-id", refine=refine,
+                          last_event="response.completed") as call:
+            stream = self._client.responses.create(**request, **call.timeout)
             for event in call.events(stream):
                 kind = getattr(event, "type", None)
                 timer = call.timer
@@ -422,16 +432,14 @@ class OpenAIResponsesBackend(OpenAIClientBackend):
                 elif kind in ("response.completed", "response.incomplete"):
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
+                    call.end()
                 elif kind == "response.failed":
                     final = _dict(event.response)
                     call.partial_usage = normalize.as_raw_usage(final.get("usage")) or None
                     raise _stream_failure(final.get("error") or {}, stream.response)
                 elif kind == "error":
                     raise _stream_failure(_dict(event), stream.response)
-        if final is None:
-            raise CallError(
-                f"{where}: the stream ended before response.completed", kind="connection", request_id=call.request_id
-            )
+        assert final is not None  # `events` refuses a stream without its last event
         model = final.get("model") or model
         response_id = final.get("id") or response_id
         # The store never raises on a usage payload: contradictions come back flagged in the usage.

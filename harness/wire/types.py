@@ -77,9 +77,12 @@ ErrorKind = Literal[
     "client_error",  # 4xx other than 408 / 409 / 429: the request itself is wrong
     "auth",  # 401 / 403
     "bad_response",  # the server answered with something we cannot read
+    "broken_stream",  # a stream that ended before its last event, or carried a line that is not JSON
 ]
 
-RETRYABLE_KINDS: frozenset[str] = frozenset({"rate_limited", "overloaded", "server_error", "timeout", "connection"})
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"rate_limited", "overloaded", "server_error", "timeout", "connection", "broken_stream"}
+)
 
 
 class CallError(Exception):
@@ -103,6 +106,8 @@ class CallError(Exception):
         self.request_id = request_id
         self.partial_usage = partial_usage
         self.attempts = 1
+        self.out_of_time = False
+        """Set when the call (or its retries) ran into the run's wall-time limit."""
 
     @property
     def retryable(self) -> bool:

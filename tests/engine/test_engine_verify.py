@@ -42,8 +42,13 @@ def test_verify_reports_exactness_groups_savings_and_bytes(tiny_model_factory, a
     if arch == "gemma3_sliding":  # the sliding layer needs 16 positions, not all of them
         assert report.kv_bytes_per_token_at_prompt == pytest.approx(per_layer * (1 + 16 / report.prompt_tokens))
         assert report.kv_bytes_per_token_at_context < report.kv_bytes_per_token_at_prompt
+        # The pool holds the full layer for every cached token, the sliding one for two windows
+        # (the prompt's end and the variant's): far below every layer at every position.
+        cached = report.prompt_tokens + report.variant_tokens - report.cached_tokens
+        assert report.kv_bytes_per_cached_token == (cached * per_layer + 2 * 16 * per_layer) // cached
     else:
         assert report.kv_bytes_per_token_at_prompt == report.kv_bytes_per_token_at_context == 2 * per_layer
+        assert report.kv_bytes_per_cached_token == 2 * per_layer
 
 
 def test_the_verify_command_prints_the_report(tiny_llama_path):

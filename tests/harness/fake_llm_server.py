@@ -71,6 +71,22 @@ class StreamError:
 
 
 @dataclass
+class Broken:
+    """`reply` streamed with a fault, on whichever wire was asked: the last `cut` events left out
+    (a stream that ends before its terminal event: `message_stop`, `[DONE]`, `response.completed`),
+    and / or the raw bytes `garbage` sent in place of event number `at` (e.g. a data line that is
+    not JSON), and / or a silence in the middle of the stream."""
+
+    reply: Reply = field(default_factory=Reply)
+    cut: int = 0
+    garbage: bytes | None = None
+    at: int = 1
+    stall_after: int | None = None
+    """Send this many events, then go silent for `stall_s` seconds (then the rest)."""
+    stall_s: float = 0.0
+
+
+@dataclass
 class RawStream:
     """A 200 stream of exactly these events, each (SSE event name or None, JSON data), for replaying
     a provider's documented payloads field for field."""
@@ -88,7 +104,7 @@ class Recorded:
         return json.loads(self.body)
 
 
-Script = Reply | Failure | Hang | StreamError | RawStream
+Script = Reply | Failure | Hang | StreamError | Broken | RawStream
 
 
 def _sse(event: str | None, data: Any) -> bytes:
@@ -370,6 +386,13 @@ class FakeLLMServer:
         if isinstance(item, StreamError) and responses_api:
             self._stream(handler, responses_stream_error(item, model), {})
             return
+        if isinstance(item, StreamError) and not anthropic_api:
+            # Chat Completions: an error object as a data line of a stream that began with 200.
+            first = openai_events(Reply(text="x"), model, include_usage=False)[0]
+            error = {"error": {"type": item.error_type, "code": None, "param": None,
+                               "message": "The server had an error while processing your request."}}
+            self._stream(handler, [first, _sse(None, error)], {})
+            return
         if isinstance(item, StreamError):
             events = [
                 _sse(
@@ -384,6 +407,19 @@ class FakeLLMServer:
                 _sse("error", {"type": "error", "error": {"type": item.error_type, "message": "Overloaded"}}),
             ]
             self._stream(handler, events, {})
+            return
+        if isinstance(item, Broken):
+            if anthropic_api:
+                events = anthropic_events(item.reply, model)
+            elif responses_api:
+                events = responses_events(item.reply, model)
+            else:
+                events = openai_events(item.reply, model, bool((request.get("stream_options") or {}).get("include_usage")))
+            if item.cut:
+                events = events[: -item.cut]
+            if item.garbage is not None:
+                events = events[: item.at] + [item.garbage] + events[item.at + 1 :]
+            self._stream(handler, events, item.reply.headers, stall=(item.stall_after, item.stall_s))
             return
         if anthropic_api and not request.get("stream"):
             self._json(handler, anthropic_message(item, model, request.get("max_tokens")), item.headers)
@@ -410,7 +446,8 @@ class FakeLLMServer:
         handler.wfile.write(data)
 
     @staticmethod
-    def _stream(handler: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str]) -> None:
+    def _stream(handler: BaseHTTPRequestHandler, events: list[bytes], headers: dict[str, str],
+                stall: tuple[int | None, float] = (None, 0.0)) -> None:
         handler.send_response(200)
         handler.send_header("content-type", "text/event-stream")
         handler.send_header("cache-control", "no-cache")
@@ -420,7 +457,12 @@ class FakeLLMServer:
         for k, v in headers.items():
             handler.send_header(k, v)
         handler.end_headers()
-        for event in events:
-            handler.wfile.write(event)
-            handler.wfile.flush()
+        for i, event in enumerate(events):
+            if i == stall[0]:
+                time.sleep(stall[1])
+            try:
+                handler.wfile.write(event)
+                handler.wfile.flush()
+            except OSError:
+                break  # the client gave up on the stream
         handler.close_connection = True

@@ -226,7 +226,7 @@ def test_failed_call_is_recorded_with_its_error(workspace, ledger):
     result = Agent(make_session(route, workspace, ledger, events)).run("go")
     assert result.status == "error" and "bad model name" in result.detail
     rows = ledger.calls()
-    assert len(rows) == 1 and "bad model name" in rows[0].error and "1 attempt" in rows[0].error
+    assert len(rows) == 1 and "bad model name" in rows[0].error and rows[0].attempt == 1 and rows[0].retry_of is None
     assert rows[0].usage.fresh_input is None  # unknown, not 0
     assert events.of(CallRecorded)[0].error is not None
 
@@ -243,7 +243,15 @@ def test_retryable_failures_are_retried_then_succeed(workspace, ledger):
     result = Agent(session).run("go")
     assert result.status == "end_turn"
     assert slept[0] == 2.0 and 0 <= slept[1] <= 2.0
-    assert len(ledger.calls()) == 1
+    # Three requests, three rows: the two failed attempts carry their errors and no usage, and
+    # name the first attempt's row, so totals count the served call once.
+    first, second, served = ledger.calls()
+    assert [r.attempt for r in (first, second, served)] == [1, 2, 3]
+    assert first.retry_of is None and second.retry_of == served.retry_of == first.id
+    assert "slow down" in first.error and "overloaded" in second.error and served.error is None
+    assert first.usage.prompt_tokens is None and second.usage.output is None
+    totals = ledger.totals(session_id=session.id)
+    assert totals.calls == 3 and totals.failed_calls == 2 and totals.output == served.usage.output
 
 
 def test_replay_policy_sends_real_requests_but_appends_recorded_turns(workspace, ledger):

@@ -172,8 +172,10 @@ def test_cancel_ends_a_retry_wait(workspace, ledger):
     began = time.monotonic()
     result = Agent(session, cancel=cancel).run("go")
     assert result.status == "cancelled" and time.monotonic() - began < 10
+    assert "waiting to retry" in result.detail
+    # One request was sent (the 429): one row; the wait that was cancelled sent nothing.
     (row,) = ledger.calls(session_id=session.id)
-    assert row.error == "cancelled: cancelled while waiting to retry"
+    assert "slow down" in row.error and row.attempt == 1 and row.state == "done"
 
 
 def test_approve_hook_is_a_session_parameter_with_a_setter(workspace, ledger):

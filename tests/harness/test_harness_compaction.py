@@ -41,9 +41,10 @@ def summarizing(route):
     return route
 
 
-def _session(route, workspace, ledger, window: int) -> Session:
+def _session(route, workspace, ledger, window: int, **config) -> Session:
+    config = {"clear_tool_results": False, **config}  # clearing has its own tests (test_harness_clearing)
     return Session(route, workspace, ledger=ledger, sink=EventList(), context=lambda: {"date": "d"},
-                   config=SessionConfig(context_window=window, compact_at=0.8), sleep=lambda s: None)
+                   config=SessionConfig(context_window=window, compact_at=0.8, **config), sleep=lambda s: None)
 
 
 def test_a_session_past_its_window_compacts_and_finishes(workspace, ledger) -> None:
@@ -89,3 +90,12 @@ def test_a_second_refusal_is_not_retried_again(workspace, ledger) -> None:
     session = _session(route, workspace, ledger, window=10**9)
     result = Agent(session, limits=AgentLimits(show_budget=False)).run("Run a command.")
     assert result.status == "error" and "too long" in result.detail
+
+
+def test_compaction_off_lets_the_provider_refuse(workspace, ledger) -> None:
+    too_long = CallError("x: prompt is too long: 9 tokens > 8 maximum", kind="client_error", status=400)
+    route = summarizing(scripted_route(_reads(12) + [too_long], rules=RULES))
+    session = _session(route, workspace, ledger, window=12_000, compaction="off")
+    result = Agent(session, limits=AgentLimits(max_steps=30, show_budget=False)).run("Run the commands one by one.")
+    assert result.status == "error" and "too long" in result.detail
+    assert "compaction" not in [r.kind for r in ledger.calls(session_id=session.id)]

@@ -141,3 +141,33 @@ def test_retry_after_header_forms():
     assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
     assert retry_after_seconds({"retry-after": "soon"}) is None
     assert retry_after_seconds({}) is None
+
+
+def test_no_retry_wait_runs_past_the_deadline():
+    import time
+
+    slept: list[float] = []
+    calls: list[int] = []
+
+    def attempt(n: int) -> None:
+        calls.append(n)
+        raise CallError("busy", kind="rate_limited", status=429, retry_after_s=30.0)
+
+    with pytest.raises(CallError) as caught:
+        call_with_retries(attempt, POLICY, sleep=slept.append, deadline=time.monotonic() + 5.0)
+    # A 30 s wait would end past the deadline: not waited, not retried, said so.
+    assert calls == [1] and slept == [] and caught.value.out_of_time and "wall-time limit" in caught.value.message
+
+
+def test_no_retry_starts_once_the_deadline_has_passed():
+    import time
+
+    calls: list[int] = []
+
+    def attempt(n: int) -> None:
+        calls.append(n)
+        raise CallError("boom", kind="server_error", status=500)
+
+    with pytest.raises(CallError) as caught:
+        call_with_retries(attempt, POLICY, sleep=lambda s: None, deadline=time.monotonic() - 1.0)
+    assert calls == [1] and caught.value.out_of_time

@@ -142,3 +142,12 @@ def test_an_old_read_only_ledger_says_a_migration_is_needed(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"is read-only and has schema version {SCHEMA_VERSION - 1}" in done.stderr
     assert "to migrate it" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_on_a_read_only_ledger_stops_before_any_call(read_only_ledger, tmp_path: Path) -> None:
+    path, _ = read_only_ledger
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    done = _hitrate("run", "hi", "-m", "openai-compat/m@http://127.0.0.1:9/v1", "-w", str(workspace), "--db", str(path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the file or its folder is read-only" in done.stderr and "cannot reach" not in done.stdout + done.stderr

@@ -32,7 +32,7 @@ PROMPT = "say [red]hi[/red] [/]"
 def ledger_file(tmp_path: Path) -> tuple[Path, str]:
     path = tmp_path / "ledger.db"
     with Ledger(path) as ledger:
-        run = ledger.start_run(label=LABEL)
+        run = ledger.start_run(label=LABEL, config={"kind": "eval"})
         task = ledger.start_task(TASK, run_id=run.id)
         session = ledger.start_session(run_id=run.id, task_id=task.id, backend="anthropic", model=MODEL)
         body = json.dumps({"role": "user", "content": [{"type": "text", "text": PROMPT}]})
@@ -73,6 +73,13 @@ def test_markup_in_labels_model_names_and_miss_reasons_does_not_crash_the_report
     for text in (LABEL, MODEL, REASON.split("(")[0]):
         assert text in flat
     assert "[/]README.md" in flat
+
+
+def test_markup_in_a_model_name_does_not_crash_the_leaderboard(ledger_file) -> None:
+    path, run_id = ledger_file
+    done = _hitrate("report", run_id, "--leaderboard", "--db", str(path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert MODEL.split("[link")[0] in done.stdout
 
 
 def test_markup_in_an_eval_label_and_run_id_does_not_crash_the_progress_bar() -> None:

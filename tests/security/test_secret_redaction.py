@@ -164,3 +164,34 @@ def test_the_ledger_redacts_by_default_and_not_when_turned_off(tmp_path: Path, m
     with Ledger(tmp_path / "off.db") as ledger:
         ledger.append_message(MessageRecord(session_id="s", seq=0, kind="user", body=body))
         assert ledger.messages("s")[0].body == body
+
+
+@pytest.mark.parametrize("content", [
+    DOT_ENV,
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc+/=\n\"quoted\" and the file goes on",
+    '{"password": "hunter2hunter2", "token": "abcd1234"}',
+    f"curl -H 'Authorization: Bearer {JWT}' https://u:pa55w0rd-xyz@example.com",
+])  # fmt: skip
+def test_secrets_inside_a_tool_calls_json_arguments_leave_them_valid_json(content: str) -> None:
+    arguments = json.dumps({"path": "notes.txt", "content": content})
+    redacted = redact_text(arguments)
+    assert redacted != arguments
+    assert json.loads(redacted)["path"] == "notes.txt"
+
+
+def test_a_session_resumed_from_a_redacted_ledger_goes_on(fake_server, workspace, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(ENV_REDACT, raising=False)
+    db = tmp_path / "ledger.db"
+    _run(fake_server, workspace, db)
+    with Ledger(db) as ledger:
+        session_id = ledger.sessions()[0].id
+    fake_server.push(Reply(text="Going on."))
+    app = typer.Typer()
+    cli_run.register(app)
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url, "NO_COLOR": "1"}
+    result = CliRunner().invoke(app, ["run", "and now?", "--resume", session_id, "-w", str(workspace), "--db", str(db),
+                                      "--permissions", "allow"], env=env)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    # The resumed request re-sends what the ledger kept: the redacted text, never the secret.
+    resumed = json.dumps(fake_server.bodies("/v1/messages")[-1])
+    assert "[REDACTED:anthropic-api-key]" in resumed and ANTHROPIC not in resumed

@@ -133,3 +133,22 @@ async def test_the_approval_dialog_shows_a_commands_hidden_escapes_and_keeps_the
         assert "\\x1b[2K\\x0drm -rf ~ \\u202e" in shown
         assert CONTROL.search(shown) is None
     assert screen.rule.tool == "shell"
+
+
+def test_a_resumed_session_shown_in_the_tui_has_its_escapes_shown_too() -> None:
+    from hitrate.projection.transcript import (
+        AssistantMessage, TextBlock, ToolCallBlock, ToolResultBlock, Transcript, UserMessage,
+    )  # fmt: skip
+    from hitrate.tui.harness_link import replay_items
+
+    transcript = Transcript(messages=(
+        UserMessage(content=(TextBlock(text=HOSTILE),)),
+        AssistantMessage(content=(TextBlock(text=HOSTILE),
+                                  ToolCallBlock(call_id="c", name="shell", arguments='{"command": "printf \\"\\u001b]52;c;AAAA\\u0007\\""}'))),
+        UserMessage(content=(ToolResultBlock(call_id="c", content=HOSTILE),)),
+    ))  # fmt: skip
+    items = replay_items(transcript)
+    assert [i.kind for i in items] == ["user", "assistant", "tool"]
+    for item in items:
+        _assert_shown_not_obeyed(item.text)
+    assert items[2].args["command"] == 'printf "\\x1b]52;c;AAAA\\x07"'

@@ -219,7 +219,7 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
     conn.close()
 
     with Ledger(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 6
+        assert ledger.schema_version == SCHEMA_VERSION == 7
         assert {"layout", "cache_mode"} <= set(ledger.db["calls"].columns_dict)
         # v4: sessions say where they worked and on which spec; older ones do not know, and have no transcript.
         old_session = ledger.get_session("old-session")
@@ -230,6 +230,8 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
         assert old.kind is None  # v5: calls recorded before warm-ups were tagged are ordinary calls
         # v6: older calls have no flags and no server-tool counts (unknown, not zero).
         assert old.usage.flags == () and old.usage.web_search_requests is None and old.usage.speed is None
+        # v7: older calls were one attempt each, and done.
+        assert old.attempt == 1 and old.retry_of is None and old.state == "done"
         indexes = {tuple(i.columns) for i in ledger.db["calls"].indexes}
         assert ("session_id",) in indexes and ("run_id",) in indexes
         ledger.record_call(anthropic_call(layout="naive", cache_mode="warm"))

@@ -1,0 +1,218 @@
+"""Aider's polyglot benchmark and Exercism tracks: exercise folders as hitrate tasks.
+
+An exercise folder holds `.meta/config.json` whose `files` lists the `solution` files (the stubs
+the solver edits), the `test` files and the `example` (reference) solution; the instruction is
+`.docs/introduction.md` + `.docs/instructions.md` + `.docs/instructions.append.md`, followed by
+what Aider's benchmark adds (edit only the listed files, keep the names, standard library only).
+Accepted layouts: a polyglot checkout (`<track>/exercises/practice/<slug>/`), one track
+(`exercises/practice/<slug>/`), a folder of exercises, or one exercise.
+
+Grading follows Aider's benchmark: the original test files are put back, then the track's test
+command runs and exit status 0 is a pass. Python exercises are graded by hitrate's pytest grading
+(every test of the test file must pass, which is the same verdict, per test); other tracks run
+their command when its toolchain is on PATH (`requires`), and are listed as unavailable otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hitrate.evals.benchmarks.materialise import BenchmarkError, copy_file, write_task_toml
+
+LICENCE = "MIT (Exercism tracks)"
+ADDENDUM = (
+    "\n\n####\n\nUse the instructions above to change these files: {files}\n"
+    "Keep the names of the existing functions, classes and files: the tests refer to them.\n"
+    "Use only the language's standard library; do not install packages.\n"
+)
+LIMITS = {"max_steps": 40, "max_cost_usd": 2.0, "max_wall_s": 1200.0}
+
+# Per track: the test command Aider's benchmark runs (`benchmark/benchmark.py`, `npm-test.sh`,
+# `cpp-test.sh`), in offline form, the programs it needs, and environment that keeps caches in
+# the grading folder (the sandbox makes everything else read-only).
+TRACKS: dict[str, dict[str, Any]] = {
+    "rust": {
+        "command": ["cargo", "test", "--offline", "--", "--include-ignored"],
+        "requires": ["cargo"],
+        "env": {"CARGO_TARGET_DIR": "target"},
+    },
+    "go": {
+        "command": ["go", "test", "./..."],
+        "requires": ["go"],
+        "env": {"GOCACHE": ".cache/go-build", "GOPATH": ".cache/go", "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
+    },
+    "cpp": {
+        "command": ["sh", "-c", "mkdir -p build && cd build && cmake -DEXERCISM_RUN_ALL_TESTS=1 -G 'Unix Makefiles' .. && make"],
+        "requires": ["cmake", "make", "g++"],
+    },
+    # Exercism's JavaScript tests run under jest; `xtest` (skipped) cases are switched on, as
+    # Aider's npm-test.sh does. The packages are not installed here: jest must be on PATH.
+    "javascript": {"command": ["jest", "--ci"], "requires": ["jest"]},
+    # The tracks' gradle wrapper downloads gradle; offline, an installed gradle runs the tests.
+    "java": {"command": ["gradle", "test", "--offline", "--quiet"], "requires": ["gradle"]},
+}
+_BUILD_DIRS = {"target", "node_modules", "build", "__pycache__", ".pytest_cache", ".gradle"}
+SUFFIX_TRACK = {".py": "python", ".rs": "rust", ".go": "go", ".cpp": "cpp", ".h": "cpp", ".js": "javascript", ".java": "java"}
+
+
+def find_exercises(source: Path) -> list[Path]:
+    if (source / ".meta" / "config.json").is_file():
+        return [source]
+    found: list[Path] = []
+    for pattern in ("*/exercises/practice/*/.meta/config.json", "exercises/practice/*/.meta/config.json", "*/.meta/config.json"):
+        found.extend(p.parent.parent for p in source.glob(pattern))
+    unique = sorted(set(found))
+    if not unique:
+        raise BenchmarkError(f"{source}: no Exercism exercise (a folder with .meta/config.json) found")
+    return unique
+
+
+def _track(exercise: Path, solution_files: list[str]) -> str:
+    """The track: the folder above `exercises/` when it names one (a polyglot checkout), else the
+    language of the solution files (a track cloned under another name, a lone exercise)."""
+    parts = exercise.parts
+    if "exercises" in parts:
+        index = parts.index("exercises")
+        if index > 0 and (parts[index - 1].lower() == "python" or parts[index - 1].lower() in TRACKS):
+            return parts[index - 1].lower()
+    for rel in solution_files:
+        track = SUFFIX_TRACK.get(Path(rel).suffix)
+        if track:
+            return track
+    return "unknown"
+
+
+def _config(exercise: Path) -> dict[str, list[str]]:
+    try:
+        raw = json.loads((exercise / ".meta" / "config.json").read_text(encoding="utf-8"))
+        files = raw["files"]
+        return {key: [str(f) for f in files.get(key) or []] for key in ("solution", "test", "example")}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f".meta/config.json has no usable 'files' table ({exc})") from exc
+
+
+def instruction(exercise: Path, solution_files: list[str]) -> str:
+    docs = exercise / ".docs"
+    parts = [(docs / name).read_text(encoding="utf-8").strip() for name in ("introduction.md", "instructions.md", "instructions.append.md") if (docs / name).is_file()]
+    if not parts:
+        raise ValueError("no .docs/instructions.md")
+    return "\n\n".join(parts) + ADDENDUM.format(files=" ".join(solution_files))
+
+
+def example_targets(examples: list[str], solutions: list[str]) -> dict[str, str]:
+    """Which solution file each example file stands for: the one with the same name, else the one
+    with the same suffix (`.meta/example.py` -> `leap.py`, `.meta/example.rs` -> `src/lib.rs`)."""
+    targets: dict[str, str] = {}
+    for example in examples:
+        name, suffix = Path(example).name, Path(example).suffix
+        same_name = [s for s in solutions if Path(s).name == name]
+        same_suffix = [s for s in solutions if Path(s).suffix == suffix and s not in targets.values()]
+        chosen = same_name or same_suffix
+        if not chosen:
+            raise ValueError(f"example file {example} matches no solution file of {solutions}")
+        targets[example] = chosen[0]
+    return targets
+
+
+def python_test_ids(test_file: Path, rel: str) -> list[str]:
+    """pytest node ids of the test file's tests, read from its source (unittest classes, their
+    test methods, and top-level test functions)."""
+    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+    ids: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
+                    ids.append(f"{rel}::{node.name}::{item.name}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            ids.append(f"{rel}::{node.name}")
+    return ids
+
+
+def _difficulty(exercise: Path, slug: str) -> str:
+    # A track's config.json rates each practice exercise from 1 to 10.
+    track_config = exercise.parent.parent.parent / "config.json"
+    try:
+        entries = json.loads(track_config.read_text(encoding="utf-8"))["exercises"]["practice"]
+        rating = next(int(e["difficulty"]) for e in entries if e.get("slug") == slug)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return "medium"
+    return "easy" if rating <= 3 else ("medium" if rating <= 6 else "hard")
+
+
+def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str | None]:
+    """Write one task folder; returns (task id, None), or (task id, why it was left out)."""
+    try:
+        files = _config(exercise)
+    except (OSError, ValueError) as exc:
+        return _task_id("unknown", exercise.name), str(exc)
+    track = _track(exercise, files["solution"])
+    task_id = _task_id(track, exercise.name)
+    if track != "python" and track not in TRACKS:
+        return task_id, f"no test command known for the {track} track"
+    if not files["solution"] or not files["test"] or not files["example"]:
+        return task_id, ".meta/config.json lists no solution, test or example files"
+    try:
+        text = instruction(exercise, files["solution"])
+        targets = example_targets(files["example"], files["solution"])
+    except (OSError, ValueError) as exc:
+        return task_id, str(exc)
+    task_dir = out / task_id
+    # The solver sees the exercise without its tests, its reference and its docs (the instruction
+    # carries those), nor build output left in the checkout.
+    tests = set(files["test"])
+    for path in sorted(exercise.rglob("*")):
+        rel = path.relative_to(exercise)
+        if path.is_file() and rel.parts[0] not in (".meta", ".docs") and not set(rel.parts) & _BUILD_DIRS and rel.as_posix() not in tests:
+            copy_file(path, task_dir / "workspace" / rel)
+    for example, target in targets.items():
+        copy_file(exercise / example, task_dir / "solution" / target)
+    spec: dict[str, Any] = {
+        "id": task_id,
+        "title": f"Exercism {track}: {exercise.name}",
+        "tags": ["exercism", track],
+        "difficulty": _difficulty(exercise, exercise.name),
+        "limits": dict(LIMITS),
+        "source": {"benchmark": "aider-polyglot", "instance": f"{track}/{exercise.name}", "paths": [str(source)], "licence": LICENCE},
+    }
+    if track == "python":
+        ids: list[str] = []
+        for rel in files["test"]:
+            dest = f"tests/{Path(rel).name}"
+            copy_file(exercise / rel, task_dir / dest)
+            ids.extend(python_test_ids(exercise / rel, dest))
+        if not ids:
+            shutil.rmtree(task_dir)
+            return task_id, "its test files define no tests"
+        spec["tests"] = {"command": "pytest tests", "timeout_s": 180.0, "fail_to_pass": ids}
+    else:
+        for rel in files["test"]:
+            copy_file(exercise / rel, task_dir / "tests" / rel)
+            if track == "javascript":
+                test = task_dir / "tests" / rel
+                test.write_text(re.sub(r"\bxtest\(", "test(", test.read_text(encoding="utf-8")), encoding="utf-8")
+        spec["grader"] = {"kind": "command", "language": track, "test_files": list(files["test"]), **TRACKS[track]}
+    (task_dir / "instruction.md").write_text(text, encoding="utf-8")
+    write_task_toml(task_dir, spec)
+    return task_id, None
+
+
+
+def _task_id(track: str, slug: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"{track}-{slug}".lower()).strip("-")
+
+
+def convert(source: Path, out: Path, repos: Path | None) -> dict[str, str]:
+    if repos is not None:
+        raise BenchmarkError("--repos is for swebench:FILE.jsonl suites")
+    unavailable: dict[str, str] = {}
+    for exercise in find_exercises(source):
+        task_id, reason = convert_exercise(exercise, out, source)
+        if reason is not None:
+            unavailable[task_id] = reason
+    return unavailable

@@ -1,0 +1,82 @@
+"""Whether a benchmark task can run on this machine: its toolchain on PATH, a container runtime.
+
+A task that cannot run is not an error and not a failure: the suite lists it as unavailable with
+the reason (Aider's polyglot tracks need their compilers; SWE-bench's official images and Harbor's
+task environments need a container runtime), and runs go on without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader
+
+CONTAINER_RUNTIMES = ("docker", "podman")
+
+
+@functools.cache
+def container_runtime() -> tuple[str | None, str]:
+    """(program, "") for the first runtime whose daemon answers, else (None, why not).
+
+    A `docker` client without a reachable daemon is not a runtime, so the probe asks the daemon."""
+    reasons = []
+    for name in CONTAINER_RUNTIMES:
+        program = shutil.which(name)
+        if program is None:
+            continue
+        try:
+            probe = subprocess.run(
+                [program, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=15
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reasons.append(f"{name}: {exc}")
+            continue
+        if probe.returncode == 0:
+            return program, ""
+        last = (probe.stderr or probe.stdout).strip().splitlines()
+        reasons.append(f"{name}: {last[-1] if last else f'exit {probe.returncode}'}")
+    if not reasons:
+        return None, "neither docker nor podman is on PATH"
+    return None, "; ".join(reasons)
+
+
+def official_harness() -> bool:
+    """Whether the official SWE-bench harness (the `swebench` extra, with its docker client) imports."""
+    try:
+        import docker  # noqa: F401
+        import swebench.harness.run_evaluation  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def in_official_image(grader: SwebenchGrader) -> bool:
+    """SWE-bench grades in the instance's official image when it names one (with its eval script),
+    a container runtime answers and the official harness is installed; else in the local sandbox."""
+    return bool(grader.image and grader.eval_script) and container_runtime()[0] is not None and official_harness()
+
+
+def unmet(grader: Grader | None) -> str | None:
+    """Why a task with this grader cannot run here; None when it can."""
+    if grader is None:
+        return None
+    if isinstance(grader, CommandGrader):
+        missing = [p for p in grader.requires if shutil.which(p) is None]
+        return f"the {grader.language} toolchain is not on PATH (missing: {', '.join(missing)})" if missing else None
+    if isinstance(grader, SwebenchGrader):
+        if grader.local_blocker is None or in_official_image(grader):
+            return None
+        if not (grader.image and grader.eval_script):
+            return f"{grader.local_blocker}; the instance names no official image and eval script to grade it in"
+        runtime, why = container_runtime()
+        if runtime is None:
+            return f"{grader.local_blocker}, and no container runtime is reachable for its official image ({why})"
+        return f"{grader.local_blocker}; grading in its official image needs the swebench extra (pip install 'hitrate[swebench]')"
+    if isinstance(grader, HarborGrader):
+        runtime, why = container_runtime()
+        if runtime is None:
+            return f"a Terminal-Bench task runs in its environment/ container; no container runtime is reachable ({why})"
+        return "running the agent inside a Terminal-Bench task container is not supported by this version"
+    raise TypeError(f"unknown grader {grader!r}")

@@ -1,0 +1,109 @@
+"""How a task from a published benchmark is graded, when it is not hitrate's own pytest format.
+
+A task.toml may carry a `[grader]` table instead of `[tests]`; its `kind` picks the rules:
+
+- ``command``: a test command whose exit status is the verdict (Aider's polyglot benchmark runs
+  each Exercism exercise's test command and counts exit 0 as a pass). The hidden test files live
+  under the task's `tests/` at the paths they take in the exercise and are copied there before
+  the command runs.
+- ``swebench``: SWE-bench's rules: the instance's `test_patch` is applied, its test files run,
+  the log is parsed by the official harness's log parser and graded by its F2P / P2P report.
+- ``harbor``: a Terminal-Bench / Harbor task folder, verified by its `tests/test.sh` inside the
+  task's environment container (it writes the reward file).
+
+Each grader names what it needs (programs on PATH, a container runtime); a task whose needs are
+not met is listed by the loader as unavailable, with the reason, instead of run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class CommandGrader(BaseModel):
+    """Pass when `command` exits 0 in the workspace with the hidden tests in place."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["command"] = "command"
+    language: str
+    """The exercise's track (rust, go, cpp, ...), for reports."""
+    command: Annotated[list[str], Field(min_length=1)]
+    """argv, run in the grading folder."""
+    requires: list[str] = []
+    """Programs that must be on PATH for the command to run."""
+    test_files: Annotated[list[str], Field(min_length=1)]
+    """Hidden test files, relative to the workspace; each is stored at tests/<path> in the task."""
+    test_id: str = "tests"
+    """The name the single verdict is reported under."""
+    timeout_s: Annotated[float, Field(gt=0)] = 180.0
+    """Aider's benchmark gives each test run 180 s."""
+    env: dict[str, str] = {}
+    """Extra environment for the command (relative values are resolved in the grading folder)."""
+
+
+class SwebenchGrader(BaseModel):
+    """SWE-bench's acceptance: every FAIL_TO_PASS test passes, every PASS_TO_PASS one is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["swebench"] = "swebench"
+    instance_id: str
+    repo: str
+    version: str = ""
+    log_parser: str = "parse_log_pytest"
+    """A key of `swebench.harness.log_parsers.PARSER_REGISTRY`."""
+    eval_type: str = "pass_and_fail"
+    test_files: list[str]
+    """The test files the test patch touches (SWE-bench's test directives)."""
+    test_command: Annotated[list[str], Field(min_length=1)]
+    """argv after the interpreter, e.g. ["-m", "pytest", "-rA", ...]."""
+    fail_to_pass: Annotated[list[str], Field(min_length=1)]
+    pass_to_pass: list[str] = []
+    timeout_s: Annotated[float, Field(gt=0)] = 1800.0
+    """The official harness's default per-instance timeout."""
+    image: str | None = None
+    """The instance's official image, when the JSONL names one."""
+    eval_script: str | None = None
+    """The instance's official eval script (SWE-bench 5 datasets carry one with the image): with a
+    container runtime and the `swebench` extra, the official harness grades in that image."""
+    local_blocker: str | None = None
+    """Why the instance cannot be graded in the local sandbox (None: it can)."""
+
+
+class HarborGrader(BaseModel):
+    """A Harbor task: `tests/test.sh` writes /logs/verifier/reward.txt (or reward.json)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["harbor"] = "harbor"
+    verifier_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    agent_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    allow_internet: bool = False
+
+
+Grader = Annotated[Union[CommandGrader, SwebenchGrader, HarborGrader], Field(discriminator="kind")]
+
+
+class TaskSource(BaseModel):
+    """Where a task converted from a published benchmark came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    """aider-polyglot, swebench, terminal-bench."""
+    instance: str
+    """The benchmark's own id (exercise path, instance_id, task folder name)."""
+    paths: Annotated[list[str], Field(min_length=1)]
+    """The originals on disk (the benchmark checkout or JSONL file, the repository clone): hidden
+    from the agent like the task's own tests and solution, since they hold the answers."""
+    licence: str = ""
+
+    @model_validator(mode="after")
+    def _absolute(self) -> "TaskSource":
+        relative = [p for p in self.paths if not p.startswith("/")]
+        if relative:
+            raise ValueError(f"source paths must be absolute, got {relative}")
+        return self

@@ -1,0 +1,376 @@
+"""Published benchmarks as suites: Aider polyglot / Exercism, SWE-bench JSONL, Harbor task folders,
+converted from the example instances in tests/fixtures/benchmarks and graded by their own rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from runner_fakes import FakeRoutes, PrefixCacheBackend
+
+from hitrate.evals import benchmark_grading, requirements
+from hitrate.evals.benchmarks import BenchmarkError, canonical_suite, resolve_suite
+from hitrate.evals.grading import grade
+from hitrate.evals.junit import TestOutcome
+from hitrate.evals.runner import run_eval
+from hitrate.evals.settings import EvalSettings
+from hitrate.evals.suite_check import check_tasks
+from hitrate.evals.task import load_suite, load_task
+from hitrate.evals.task_graders import CommandGrader
+from hitrate.store.ledger import Ledger
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "benchmarks"
+POLYGLOT = FIXTURES / "aider-polyglot"
+SWEBENCH = FIXTURES / "swebench" / "instances.jsonl"
+SWEBENCH_REPOS = FIXTURES / "swebench" / "repos"
+HARBOR = FIXTURES / "terminal-bench"
+
+
+@pytest.fixture(autouse=True)
+def suite_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HITRATE_SUITE_CACHE", str(tmp_path / "suite-cache"))
+    return tmp_path / "suite-cache"
+
+
+def _polyglot():
+    return load_suite(resolve_suite(f"aider-polyglot:{POLYGLOT}"))
+
+
+def _swebench():
+    return load_suite(resolve_suite(f"swebench:{SWEBENCH}", repos=str(SWEBENCH_REPOS)))
+
+
+# ---- Aider polyglot / Exercism ----------------------------------------------------------------
+
+
+def test_exercises_become_tasks_with_the_benchmarks_prompt_and_hidden_tests():
+    suite = _polyglot()
+    ids = {t.id for t in suite.tasks} | set(suite.unavailable)
+    assert ids == {"python-leap", "python-raindrops", "rust-reverse-string", "go-leap"}
+    leap = suite.task("python-leap")
+    text = leap.instruction
+    # introduction + instructions (+ append), then what Aider's benchmark adds, naming the files.
+    assert text.index("A leap year has one extra day") < text.index("Write `leap_year(year)`")
+    assert "change these files: leap.py" in text and "standard library" in text
+    assert "Return a `str` in every case." in suite.task("python-raindrops").instruction
+    # The stub is the workspace; the tests, .meta and .docs are not in it.
+    assert sorted(p.name for p in leap.workspace_dir.rglob("*")) == ["leap.py"]
+    assert (leap.solution_dir / "leap.py").read_text() == (POLYGLOT / "python/exercises/practice/leap/.meta/example.py").read_text()
+    assert leap.fail_to_pass == [f"tests/leap_test.py::LeapTest::{name}" for name in (
+        "test_year_not_divisible_by_4_is_common", "test_year_divisible_by_4_not_by_100_is_leap",
+        "test_year_divisible_by_100_not_by_400_is_common", "test_year_divisible_by_400_is_leap")]  # fmt: skip
+    assert leap.spec.source.benchmark == "aider-polyglot" and str(POLYGLOT) in leap.hidden_paths
+    # A non-Python track keeps its test files at their own paths and the track's command.
+    rust = load_task(suite.root / "rust-reverse-string")
+    assert isinstance(rust.spec.grader, CommandGrader)
+    assert rust.spec.grader.command[:2] == ["cargo", "test"] and "--include-ignored" in rust.spec.grader.command
+    assert rust.spec.grader.test_files == ["tests/reverse-string.rs"]
+    assert (rust.solution_dir / "src" / "lib.rs").is_file() and not (rust.workspace_dir / "tests").exists()
+
+
+def test_a_track_without_its_toolchain_is_unavailable_with_the_reason(monkeypatch):
+    real_which = shutil.which
+    monkeypatch.setattr(requirements.shutil, "which", lambda name: None if name in ("go", "cargo") else real_which(name))
+    suite = _polyglot()
+    assert suite.unavailable["go-leap"] == "the go toolchain is not on PATH (missing: go)"
+    assert "missing: cargo" in suite.unavailable["rust-reverse-string"]
+    assert {t.id for t in suite.tasks} == {"python-leap", "python-raindrops"}
+    with pytest.raises(KeyError, match="cannot run here"):
+        suite.select(["go-leap"])
+
+
+def test_suite_check_proves_the_python_exercises():
+    suite = _polyglot()
+    checks = check_tasks(suite.select(["python-leap", "python-raindrops"]), workers=2)
+    assert [c.problems for c in checks] == [[], []]
+    assert all(c.on_workspace.f2p_passed == 0 and c.with_solution.resolved for c in checks)
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain")
+def test_rust_exercise_is_graded_by_cargo_test_with_the_original_tests(tmp_path):
+    task = _polyglot().task("rust-reverse-string")
+    [check] = check_tasks([task], workers=1)
+    assert check.problems == [] and not check.on_workspace.resolved and check.with_solution.resolved
+    # Rewriting the tests to pass does not help: the originals go back before the command runs.
+    agent = tmp_path / "agent"
+    shutil.copytree(task.workspace_dir, agent)
+    (agent / "tests").mkdir()
+    (agent / "tests" / "reverse-string.rs").write_text("#[test]\nfn nothing() {}\n")
+    result = grade(task, agent)
+    assert not result.resolved and result.suspicious_changes == ["edited hidden test file tests/reverse-string.rs"]
+
+
+def test_a_command_grader_restores_the_tests_and_uses_the_exit_status(tmp_path):
+    task_dir = tmp_path / "suite" / "sh-answer"
+    (task_dir / "workspace").mkdir(parents=True)
+    (task_dir / "workspace" / "answer.txt").write_text("41\n")
+    (task_dir / "solution").mkdir()
+    (task_dir / "solution" / "answer.txt").write_text("42\n")
+    (task_dir / "tests").mkdir()
+    (task_dir / "tests" / "check.sh").write_text('test "$(cat answer.txt)" = 42\n')
+    (task_dir / "instruction.md").write_text("Put 42 in answer.txt.\n")
+    (task_dir / "task.toml").write_text(
+        'id = "sh-answer"\ntitle = "t"\ndifficulty = "easy"\n[limits]\nmax_steps = 3\nmax_cost_usd = 1\nmax_wall_s = 60\n'
+        '[grader]\nkind = "command"\nlanguage = "sh"\ncommand = ["sh", "check.sh"]\nrequires = ["sh"]\ntest_files = ["check.sh"]\n'
+    )
+    task = load_task(task_dir)
+    assert task.fail_to_pass == ["tests"] and task.pass_to_pass == []
+    failing = grade(task)
+    assert not failing.resolved and failing.outcomes == {"tests": TestOutcome.failed} and failing.exit_code == 1
+    assert grade(task, overlay=task.solution_dir).resolved
+    cheat = tmp_path / "cheat"
+    shutil.copytree(task.workspace_dir, cheat)
+    (cheat / "check.sh").write_text("exit 0\n")
+    cheated = grade(task, cheat)
+    assert not cheated.resolved and cheated.suspicious_changes == ["edited hidden test file check.sh"]
+
+
+def test_conversion_is_cached_by_content(suite_cache, tmp_path):
+    source = tmp_path / "track"
+    shutil.copytree(POLYGLOT / "python", source)
+    first = resolve_suite(f"aider-polyglot:{source}")
+    assert resolve_suite(f"aider-polyglot:{source}") == first
+    stub = source / "exercises/practice/leap/leap.py"
+    stub.write_text(stub.read_text() + "\n# edited\n")
+    second = resolve_suite(f"aider-polyglot:{source}")
+    assert second != first and "# edited" in (second / "python-leap/workspace/leap.py").read_text()
+    assert canonical_suite(f"aider-polyglot:{source}") == f"aider-polyglot:{source.resolve()}"
+    with pytest.raises(BenchmarkError, match="no Exercism exercise"):
+        resolve_suite(f"aider-polyglot:{tmp_path / 'suite-cache'}")
+
+
+# ---- SWE-bench --------------------------------------------------------------------------------
+
+
+def test_swebench_instances_become_tasks_at_their_base_commit():
+    suite = _swebench()
+    assert [t.id for t in suite.tasks] == ["hitrate-fixtures-tinycalc-1", "hitrate-fixtures-tinycalc-2"]
+    task = suite.task("hitrate-fixtures-tinycalc-1")
+    grader = task.spec.grader
+    instance = json.loads(SWEBENCH.read_text().splitlines()[0])
+    assert grader.instance_id == instance["instance_id"] and grader.repo == "hitrate-fixtures/tinycalc"
+    assert grader.fail_to_pass == json.loads(instance["FAIL_TO_PASS"])
+    assert grader.pass_to_pass == json.loads(instance["PASS_TO_PASS"])
+    assert grader.test_files == ["tests/test_stats.py"] and grader.local_blocker is None
+    assert task.instruction.startswith("median() is wrong for an even number of values")
+    # The workspace is the repository at base_commit: no history, not the fix, not the new test.
+    assert not (task.workspace_dir / ".git").exists()
+    assert "len(ordered) % 2" not in (task.workspace_dir / "tinycalc/stats.py").read_text()
+    assert "even_count" not in (task.workspace_dir / "tests/test_stats.py").read_text()
+    assert sorted(p.relative_to(task.solution_dir).as_posix() for p in task.solution_dir.rglob("*") if p.is_file()) == ["tinycalc/stats.py"]
+    assert (task.tests_dir / "test.patch").read_text() == instance["test_patch"]
+    assert str(SWEBENCH) in task.hidden_paths and str(SWEBENCH_REPOS / "hitrate-fixtures__tinycalc.bundle") in task.hidden_paths
+
+
+@pytest.mark.parametrize("official", [True, False], ids=["swebench-parsers", "junit-fallback"])
+def test_swebench_gold_passes_start_fails_and_test_edits_are_undone(official, monkeypatch, tmp_path):
+    if official:
+        pytest.importorskip("swebench.harness.grading")
+    else:
+        monkeypatch.setattr(benchmark_grading, "_official_grading", lambda: None)
+    suite = _swebench()
+    checks = check_tasks(suite.tasks, workers=2)
+    assert [c.problems for c in checks] == [[], []]
+    check = checks[0]
+    assert check.with_solution.output.startswith("[graded by swebench]" if official else "[graded by hitrate-junit]")
+    assert (check.on_workspace.f2p_passed, check.on_workspace.p2p_passed) == (0, 2)
+    assert (check.with_solution.f2p_passed, check.with_solution.p2p_passed) == (1, 2)
+    # An agent that "fixes" the failing test instead of the code: the test files go back to the
+    # base commit and the test patch is applied again, so it still fails.
+    task = suite.task("hitrate-fixtures-tinycalc-1")
+    agent = tmp_path / "agent"
+    shutil.copytree(task.workspace_dir, agent)
+    (agent / "tests/test_stats.py").write_text("def test_median_of_even_count():\n    pass\n")
+    result = grade(task, agent)
+    assert not result.resolved and result.outcomes["tests/test_stats.py::test_median_of_even_count"] is TestOutcome.failed
+    assert result.suspicious_changes == ["edited test file tests/test_stats.py"]
+
+
+def test_swebench_missing_repository_and_malformed_lines(tmp_path):
+    empty = tmp_path / "repos"
+    empty.mkdir()
+    suite = load_suite(resolve_suite(f"swebench:{SWEBENCH}", repos=str(empty)))
+    assert suite.tasks == [] and suite.unavailable["hitrate-fixtures-tinycalc-2"] == f"no clone of hitrate-fixtures/tinycalc in {empty}"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(SWEBENCH.read_text().splitlines()[0] + "\n" + json.dumps({"instance_id": "x"}) + "\n")
+    with pytest.raises(BenchmarkError, match="instance 2 is malformed: repo: Field required; base_commit: Field required"):
+        resolve_suite(f"swebench:{bad}", repos=str(SWEBENCH_REPOS))
+    lone = tmp_path / "lone" / "one.jsonl"
+    lone.parent.mkdir()
+    lone.write_text(SWEBENCH.read_text().splitlines()[0] + "\n")
+    with pytest.raises(BenchmarkError, match="give --repos DIR"):
+        resolve_suite(f"swebench:{lone}")
+
+
+def test_swebench_repository_with_missing_dependencies_is_unavailable(tmp_path):
+    from hitrate.evals.benchmarks.swebench import SwebenchInstance, _local_blocker
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["pytest>=7", "no-such-dist-hitrate>=1"]\n')
+    row = json.loads(SWEBENCH.read_text().splitlines()[0])
+    assert _local_blocker(SwebenchInstance.model_validate(row), tmp_path) == (
+        "its Python dependencies are not installed here (missing: no-such-dist-hitrate)"
+    )
+    django = SwebenchInstance.model_validate({**row, "repo": "django/django"})
+    assert "runtests.py" in _local_blocker(django, tmp_path)
+
+
+# ---- Terminal-Bench / Harbor ------------------------------------------------------------------
+
+
+def test_harbor_tasks_convert_and_need_a_container_runtime(monkeypatch):
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "docker: Cannot connect to the Docker daemon"))
+    suite = load_suite(resolve_suite(f"terminal-bench:{HARBOR}"))
+    assert suite.tasks == [] and set(suite.unavailable) == {"hello-file", "sum-column"}
+    assert "no container runtime is reachable (docker: Cannot connect" in suite.unavailable["sum-column"]
+    task = load_task(suite.root / "sum-column")
+    assert task.spec.grader.verifier_timeout_s == 120 and task.spec.limits.max_wall_s == 600
+    assert task.spec.difficulty == "medium" and "csv" in task.spec.tags
+    assert (task.tests_dir / "test.sh").is_file() and (task.solution_dir / "solve.sh").is_file()
+    assert (task.root / "environment" / "Dockerfile").is_file()
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+
+def test_replayed_runs_of_the_examples_pass_and_record_what_could_not_run(tmp_path, monkeypatch):
+    real_which = shutil.which
+    monkeypatch.setattr(requirements.shutil, "which", lambda name: None if name == "go" else real_which(name))
+    db = tmp_path / "runs.db"
+    model = "openai-compat/fake@http://127.0.0.1:9/v1"
+    runs = {}
+    for spec, repos, tasks in (
+        (f"aider-polyglot:{POLYGLOT}", None, ["python-leap", "python-raindrops"]),
+        (f"swebench:{SWEBENCH}", str(SWEBENCH_REPOS), None),
+    ):
+        settings = EvalSettings(suite=canonical_suite(spec), repos=repos, model=model, policy="replay", task_ids=tasks)
+        runs[spec.split(":")[0]] = run_eval(settings, db_path=db, workers=2, routes=FakeRoutes(PrefixCacheBackend()))
+    assert all(run.status == "finished" for run in runs.values())
+    assert [r.outcome for r in runs["swebench"].results] == ["pass", "pass"]
+    assert [r.outcome for r in runs["aider-polyglot"].results] == ["pass", "pass"]
+    assert runs["aider-polyglot"].unavailable["go-leap"].startswith("the go toolchain")
+    with Ledger(db) as ledger:
+        run = ledger.get_run(runs["aider-polyglot"].run_id)
+        assert run.config["unavailable"] == runs["aider-polyglot"].unavailable
+        assert run.config["settings"]["suite"] == f"aider-polyglot:{POLYGLOT}"
+    # Resuming finds the same converted tasks and has nothing left to do.
+    again = run_eval(None, db_path=db, resume=runs["swebench"].run_id, routes=FakeRoutes(PrefixCacheBackend()))
+    assert again.results == [] and len(again.skipped) == 2
+
+
+# ---- SWE-bench in the official image ------------------------------------------------------------
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_model_patch_turns_the_base_tree_into_the_workspace(tmp_path):
+    from hitrate.evals.swebench_image import model_patch
+
+    base, changed = tmp_path / "base", tmp_path / "changed"
+    for rel, data in {"a.txt": b"one\ntwo\n", "pkg/b.py": b"x = 1\n", "blob.bin": bytes(range(256))}.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_bytes(data)
+    shutil.copytree(base, changed)
+    (changed / "a.txt").write_bytes(b"one\n2\n")
+    (changed / "pkg/b.py").unlink()
+    (changed / "new").mkdir()
+    (changed / "new/c.py").write_bytes(b"print('c')\n")
+    (changed / "blob.bin").write_bytes(bytes(reversed(range(256))))
+    patch = model_patch(base, changed)
+    replayed = tmp_path / "replayed"
+    shutil.copytree(base, replayed)
+    (tmp_path / "p.diff").write_text(patch)
+    assert benchmark_grading.apply_patch(tmp_path / "p.diff", replayed) is None
+    assert _tree(replayed) == _tree(changed)
+    assert model_patch(base, base) == ""
+
+
+def test_with_a_container_runtime_the_official_harness_grades_in_the_instance_image(tmp_path, monkeypatch):
+    """No container runtime here: the official `run_instance` is stood in for by a function that
+    checks what it is given (the instance's test spec, the workspace's diff) and answers the way
+    the harness does (report.json entry, test_output.txt in its log folder)."""
+    pytest.importorskip("docker")
+    run_evaluation = pytest.importorskip("swebench.harness.run_evaluation")
+    image = "swebench/sweb.eval.x86_64.hitrate-fixtures_1776_tinycalc-1:latest"
+    rows = [json.loads(line) for line in SWEBENCH.read_text().splitlines()]
+    rows[0].update(image=image, eval_script="#!/bin/bash\ncd /testbed\npytest -rA tests/test_stats.py\n", log_parser="parse_log_pytest", eval_type="pass_and_fail")
+    jsonl = tmp_path / "with-images.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(requirements, "container_runtime", lambda: ("/usr/bin/docker", ""))
+    monkeypatch.setattr("docker.from_env", lambda: "docker-client")
+    suite = load_suite(resolve_suite(f"swebench:{jsonl}", repos=str(SWEBENCH_REPOS)))
+    task = suite.task("hitrate-fixtures-tinycalc-1")
+    seen = {}
+
+    def run_instance(test_spec, pred, client, run_id, timeout=None, **_):
+        seen.update(image=test_spec.image, script=test_spec.eval_script, f2p=test_spec.FAIL_TO_PASS, client=client)
+        applied = Path(tempfile.mkdtemp(dir=tmp_path)) / "applied"
+        shutil.copytree(task.workspace_dir, applied)
+        (tmp_path / "model.diff").write_text(pred["model_patch"])
+        assert not pred["model_patch"] or benchmark_grading.apply_patch(tmp_path / "model.diff", applied) is None
+        fixed = (applied / "tinycalc/stats.py").read_text() == (task.solution_dir / "tinycalc/stats.py").read_text()
+        log_dir = run_evaluation.RUN_EVALUATION_LOG_DIR / run_id / "hitrate" / pred["instance_id"]
+        log_dir.mkdir(parents=True)
+        (log_dir / "test_output.txt").write_text("PASSED tests/test_stats.py::test_median_of_even_count\n")
+        f2p, p2p = test_spec.FAIL_TO_PASS, test_spec.PASS_TO_PASS
+        status = {"FAIL_TO_PASS": {"success": f2p if fixed else [], "failure": [] if fixed else f2p},
+                  "PASS_TO_PASS": {"success": p2p, "failure": []}}  # fmt: skip
+        exists = bool(pred["model_patch"])
+        entry = {"patch_is_None": False, "patch_exists": exists, "patch_successfully_applied": exists, "resolved": fixed, "tests_status": status}
+        return pred["instance_id"], {pred["instance_id"]: entry}
+
+    monkeypatch.setattr(run_evaluation, "run_instance", run_instance)
+    solved = grade(task, overlay=task.solution_dir)
+    assert solved.resolved and solved.output.startswith(f"[graded by swebench in {image}]")
+    assert (solved.f2p_passed, solved.p2p_passed) == (1, 2)
+    assert seen["image"] == image and "pytest -rA" in seen["script"] and seen["client"] == "docker-client"
+    unsolved = grade(task)
+    assert unsolved.infra_error is None, unsolved.infra_error
+    assert not unsolved.resolved and unsolved.outcomes["tests/test_stats.py::test_median_of_even_count"] is TestOutcome.failed
+    # Without a runtime the same instance is graded in the local sandbox, by the same rules.
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "no daemon"))
+    local = grade(task, overlay=task.solution_dir)
+    assert local.resolved and local.output.startswith("[graded by swebench]")
+
+
+def test_an_instance_blocked_locally_runs_only_in_its_official_image(monkeypatch):
+    from hitrate.evals.task_graders import SwebenchGrader
+
+    blocked = SwebenchGrader(instance_id="django__django-1", repo="django/django", test_files=["tests/t.py"], test_command=["-m", "pytest"],
+                             fail_to_pass=["t"], local_blocker="django/django runs its tests with runtests.py")  # fmt: skip
+    assert requirements.unmet(blocked).endswith("the instance names no official image and eval script to grade it in")
+    with_image = blocked.model_copy(update={"image": "swebench/sweb.eval.x86_64.django_1776_django-1", "eval_script": "#!/bin/bash\n"})
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "docker: no daemon"))
+    assert requirements.unmet(with_image).endswith("and no container runtime is reachable for its official image (docker: no daemon)")
+    monkeypatch.setattr(requirements, "container_runtime", lambda: ("/usr/bin/docker", ""))
+    monkeypatch.setattr(requirements, "official_harness", lambda: False)
+    assert "needs the swebench extra" in requirements.unmet(with_image)
+    monkeypatch.setattr(requirements, "official_harness", lambda: True)
+    assert requirements.unmet(with_image) is None and requirements.in_official_image(with_image)
+
+
+def test_suite_cli_checks_a_benchmark_and_lists_what_cannot_run(monkeypatch, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from hitrate.evals.commands import eval as cli_eval
+    from hitrate.evals.commands import suite as cli_suite
+
+    app = typer.Typer()
+    cli_suite.register(app)
+    cli_eval.register(app)
+    checked = CliRunner().invoke(app, ["suite", "check", f"swebench:{SWEBENCH}", "--repos", str(SWEBENCH_REPOS)])
+    assert checked.exit_code == 0, checked.output
+    assert "2/2 tasks sound" in checked.output and "hitrate-fixtures-tinycalc-1" in checked.output
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "no daemon"))
+    listed = CliRunner().invoke(app, ["suite", "list", f"terminal-bench:{HARBOR}"])
+    assert listed.exit_code == 0 and "unavailable here: hello-file: a Terminal-Bench task runs in its environment/ container" in listed.output
+    missing = CliRunner().invoke(app, ["suite", "list", "swebench:/no/such/file.jsonl"])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    wrong = CliRunner().invoke(app, ["eval", f"aider-polyglot:{POLYGLOT}", "--repos", str(SWEBENCH_REPOS), "--model", "openai-compat/x@http://127.0.0.1:9/v1",
+                                     "--db", str(tmp_path / "runs.db")])  # fmt: skip
+    assert wrong.exit_code == 2 and "--repos is for swebench" in " ".join(wrong.output.split())
