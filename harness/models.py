@@ -257,6 +257,19 @@ def _vertex_spec(model: str, env: dict[str, str]) -> ModelSpec:
                      quirks=ANTHROPIC_QUIRKS, region=region, project=project)
 
 
+def spec_model_name(spec: str) -> str:
+    """The wire model name a spec names, without what resolving it needs (a key, a region, an
+    endpoint): for reading back the specs a recorded session used. ModelSpecError when the spec
+    cannot be read at all."""
+    try:
+        return parse_model_spec(spec, env={}).model
+    except ModelSpecError:
+        provider, _, rest = spec.strip().partition("/")
+        if provider.lower() in ("azure", "bedrock", "vertex") and rest:
+            return rest  # needs an endpoint / region to resolve, not to be named
+        raise
+
+
 def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
     """Parse `provider/model[...]` into a ModelSpec, honouring *_BASE_URL overrides from env."""
     env = dict(os.environ) if env is None else env

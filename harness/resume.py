@@ -23,7 +23,7 @@ from typing import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from hitrate.harness.epochs import HEAD_SECTIONS
-from hitrate.harness.models import ModelSpecError, parse_model_spec
+from hitrate.harness.models import ModelSpecError, spec_model_name
 from hitrate.harness.transcript_log import KIND_MODEL, KIND_USER, StoredTranscript, StoredTranscriptError, read_transcript
 from hitrate.projection.cache_view import session_so_far
 from hitrate.projection.caching import CacheRules, family_for
@@ -92,7 +92,7 @@ def stored_switches(stored: StoredTranscript) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for spec, reason in zip(stored.model_specs, stored.model_reasons):
         try:
-            out.append((parse_model_spec(spec, env={}).model, reason))
+            out.append((spec_model_name(spec), reason))
         except ModelSpecError:
             continue  # a spec this version no longer reads
     return out
@@ -105,7 +105,7 @@ def spec_labels(specs: Sequence[str | None]) -> dict[str, str]:
         if spec is None:
             continue
         try:
-            labels[parse_model_spec(spec, env={}).model] = spec
+            labels[spec_model_name(spec)] = spec
         except ModelSpecError:
             continue  # a spec this version no longer reads: its epochs show the wire name
     return labels

@@ -50,7 +50,8 @@ def _fail(message: str) -> NoReturn:
 def tui_command(
     model: Optional[str] = typer.Option(
         None, "--model", "-m",
-        help="provider/model: anthropic/…, openai/… (openai-chat/… for Chat Completions), deepseek/…, gemini/…, openai-compat/<model>@<url>, "
+        help="provider/model: anthropic/…, openai/… (openai-chat/… for Chat Completions), deepseek/…, gemini/…, "
+        "openrouter/<vendor>/…, azure/<deployment>, bedrock/<model id>, vertex/…, openai-compat/<model>@<url>, "
         "local/<path or hub id>. Default: $HITRATE_MODEL, the config file, the first provider with a key, "
         "else a small local model. /model switches later.",
     ),

@@ -272,3 +272,17 @@ def test_every_provider_honours_its_base_url():
                                 ("openai-responses/gpt-5.6", "/oa", "openai")]:
         parsed = parse_model_spec(spec, env=env)
         assert parsed.base_url == "http://127.0.0.1:1" + base and parsed.quirks.usage_dialect == dialect, spec
+
+
+def test_recorded_cloud_specs_are_read_back_without_their_credentials():
+    from hitrate.harness.models import spec_model_name
+    from hitrate.harness.resume import spec_labels
+
+    assert spec_model_name("bedrock/us.anthropic.claude-sonnet-5-v1:0") == "us.anthropic.claude-sonnet-5-v1:0"
+    assert spec_model_name("azure/my-deployment") == "my-deployment"
+    assert spec_labels(["vertex/claude-sonnet-5@20260101", "openrouter/anthropic/claude-sonnet-5"]) == {
+        "claude-sonnet-5@20260101": "vertex/claude-sonnet-5@20260101",
+        "anthropic/claude-sonnet-5": "openrouter/anthropic/claude-sonnet-5",
+    }
+    with pytest.raises(ModelSpecError):
+        spec_model_name("nope/x")

@@ -51,7 +51,7 @@ async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, le
         warning = notices(app)[-1]
         assert "starts a new cache epoch" in warning
         assert f"{prompt_tokens / 1000:.1f}k-token prefix" in warning
-        # The 2.6k-token prefix is below opus 4.6's 4,096-token minimum: no cache write is promised.
+        # The prefix is below opus 4.6's 4,096-token minimum: no cache write is promised.
         assert "fresh input: below its 4,096-token cache minimum" in warning and "extra for the switch: ≈ $" in warning
         # Declining keeps the model.
         await pilot.press("n")
