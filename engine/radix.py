@@ -166,6 +166,7 @@ class RadixCache(HostTierMixin, SlidingWindowMixin):
                 path = path[:keep]
                 node = path[-1] if path else root
                 matched = sum(len(n.key) for n in path)
+            self._hold_end(path)
             windows = array("q")
             for n in path:
                 windows += n.window
@@ -249,7 +250,7 @@ class RadixCache(HostTierMixin, SlidingWindowMixin):
         root = self._roots.get(salt)
         if root is None:
             return False
-        node, _matched, _path = self._match(root, tokens, min(pin_tokens, len(tokens)))
+        node, _matched, path = self._match(root, tokens, min(pin_tokens, len(tokens)))
         if node is root or node.value is None:
             return False
         self._expire_pins()  # free the cap of pins that ran out before checking it
@@ -262,6 +263,8 @@ class RadixCache(HostTierMixin, SlidingWindowMixin):
             return False
         self._pins[node] = expiry
         node.lock += 1
+        if self.window_tokens:
+            self._hold_end(path)
         self._count_pin(node, +1)
         return True
 

@@ -81,6 +81,22 @@ class SlidingWindowMixin:
             k = i
         return 0
 
+    def _hold_end(self, path: list) -> None:
+        """The window before the end of `path` is needed from now on (a lease or pin ends there):
+        take its released pages off the released list, so no other end reclaims them while the
+        holder still has to read them."""
+        ps = self.page_size
+        stop = sum(len(n.key) for n in path)
+        low = max(0, stop - self.window_tokens)
+        low -= low % ps
+        for n in reversed(path):
+            if stop <= low:
+                break
+            start = stop - len(n.key)
+            if n.window is not None:
+                self._hold(n, max(max(0, (low - start) // ps), n.wstart))
+            stop = start
+
     # ------------------------------------------------------------------ insertion
 
     def _new_leaf_windows(self, leaf: Node) -> None:

@@ -158,3 +158,28 @@ def test_window_pages_with_four_token_pages_are_exact(sliding_path, reference):
     for token in result.token_ids:
         assert token == int(full_logits(reference, seq)[-1].argmax())
         seq.append(token)
+
+
+def test_a_lease_holds_its_window_while_other_ends_reclaim_released_pages():
+    """A request matched on released (still valid) window pages reads them only when its prefill
+    starts; ends inserted meanwhile must not reclaim them."""
+    from hitrate.engine.radix import RadixCache
+
+    cache = RadixCache(1000, 1, window_tokens=4, window_pages=34)
+    first = list(range(100, 130))
+    cache.finish(cache.begin(first), first, lambda *args: None)
+    assert cache.window_used_pages == 4 and cache.window_released_pages == 26
+    lease = cache.begin(first[:20] + [1, 2], max_match=20)
+    assert lease.matched == 20
+    held = lease.windows[16:20]
+    assert min(held) >= 0
+    for seed in range(5):  # 50 pages of windows, 4 free: the oldest released pages are reclaimed
+        other = [1000 + 10 * seed + i for i in range(10)]
+        cache.finish(cache.begin(other), other, lambda *args: None)
+    node_windows = lease.node.window  # the match split `first` at 20: one node, positions 0..19
+    assert len(node_windows) == 20
+    assert list(node_windows[:16]) == [-1] * 16  # first's released head: reclaimed by the others
+    assert node_windows[16:20] == held  # the lease's window: untouched
+    idle = set(cache._window_free) | set(cache._window_released)
+    assert not idle & set(held)
+    cache.finish(lease, first[:20] + [1, 2], lambda *args: None)
