@@ -19,7 +19,6 @@ PolicyName = Literal["model", "replay"]
 
 REPLAY_MAX_OUTPUT_TOKENS = 16
 """Replayed turns ignore what the model answers, so its replies are kept short."""
-MODEL_MAX_OUTPUT_TOKENS = 4096
 
 
 class EvalSettings(BaseModel):
@@ -52,14 +51,16 @@ class EvalSettings(BaseModel):
     """The prompt nonce: set for cold runs (from the run id), or for a warm run that reuses an
     earlier cold run's."""
     max_output_tokens: int | None = Field(default=None, ge=1)
-    """max_tokens of each call (default: 16 when replaying, else 4096)."""
+    """max_tokens of each call (default: 16 when replaying, else the model's own default budget,
+    which leaves room for thinking on models that think by default)."""
     label: str | None = None
 
     @property
-    def output_tokens(self) -> int:
+    def output_tokens(self) -> int | None:
+        """The budget each call asks for; None lets the session pick the model's default."""
         if self.max_output_tokens is not None:
             return self.max_output_tokens
-        return REPLAY_MAX_OUTPUT_TOKENS if self.policy == "replay" else MODEL_MAX_OUTPUT_TOKENS
+        return REPLAY_MAX_OUTPUT_TOKENS if self.policy == "replay" else None
 
 
 class RouteSource(Protocol):

@@ -141,7 +141,7 @@ def eval_command(
     resume: Annotated[Optional[str], typer.Option("--resume", help="Finish this run: skip finished tasks, rerun infra errors and unfinished ones.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (give the same one to every shard, then merge the ledgers).")] = None,
     nonce_from: Annotated[Optional[str], typer.Option("--nonce-from", help="Warm run: send the nonce of this earlier cold run, to reuse what it cached.")] = None,
-    max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each call (default 4096; 16 when replaying).")] = None,
+    max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each call (default: the model's own budget, with room for thinking; 16 when replaying).")] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="A name for the run.")] = None,
     repos: Annotated[Optional[str], typer.Option("--repos", help="swebench suites: folder of local clones or mirrors (default: repos/ beside the JSONL).")] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
