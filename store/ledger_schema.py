@@ -148,8 +148,8 @@ def _v6_usage_charges_and_flags(db: Database) -> None:
     # reading and flags naming the contradiction. Server-tool requests (billed per request) and the
     # geography / speed a provider says it applied change the price, so they are stored too.
     # NULL for calls recorded earlier (no flags were known then).
-    for column, kind in USAGE_EXTRA_COLUMNS.items():
-        db["calls"].add_column(column, kind)
+    for column in ("web_search_requests", "web_fetch_requests", "inference_geo", "speed", "usage_flags"):
+        db["calls"].add_column(column, USAGE_EXTRA_COLUMNS[column])
 
 
 def _v7_attempts_and_pending_rows(db: Database) -> None:
@@ -164,6 +164,14 @@ def _v7_attempts_and_pending_rows(db: Database) -> None:
     db["calls"].create_index(["retry_of"], if_not_exists=True)
 
 
+def _v8_service_tier(db: Database) -> None:
+    # The service tier a provider says it applied (Anthropic `usage.service_tier`: batch is billed
+    # at half price) changes the price. Some version-6 files already have the column: releases
+    # between the two added it in the version-6 step, so it is added only where it is missing.
+    if "service_tier" not in db["calls"].columns_dict:
+        db["calls"].add_column("service_tier", USAGE_EXTRA_COLUMNS["service_tier"])
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     _v1_tables,
     _v2_eval_tags_and_indexes,
@@ -172,6 +180,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     _v5_call_kind,
     _v6_usage_charges_and_flags,
     _v7_attempts_and_pending_rows,
+    _v8_service_tier,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

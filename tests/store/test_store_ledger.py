@@ -219,7 +219,7 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
     conn.close()
 
     with Ledger(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 7
+        assert ledger.schema_version == SCHEMA_VERSION == 8
         assert {"layout", "cache_mode"} <= set(ledger.db["calls"].columns_dict)
         # v4: sessions say where they worked and on which spec; older ones do not know, and have no transcript.
         old_session = ledger.get_session("old-session")
@@ -232,10 +232,33 @@ def test_opening_a_version_1_file_migrates_it(tmp_path: Path) -> None:
         assert old.usage.flags == () and old.usage.web_search_requests is None and old.usage.speed is None
         # v7: older calls were one attempt each, and done.
         assert old.attempt == 1 and old.retry_of is None and old.state == "done"
+        assert old.usage.service_tier is None  # v8: the tier was not recorded then
         indexes = {tuple(i.columns) for i in ledger.db["calls"].indexes}
         assert ("session_id",) in indexes and ("run_id",) in indexes
         ledger.record_call(anthropic_call(layout="naive", cache_mode="warm"))
         assert ledger.count_calls() == 2
+
+
+@pytest.mark.parametrize("had_tier", [False, True], ids=["version-6-without-tier", "version-6-with-tier"])
+def test_a_version_6_file_gets_the_service_tier_column_once(tmp_path: Path, had_tier: bool) -> None:
+    # Version-6 files exist with and without `service_tier` (releases between them added it in the
+    # version-6 step); both open, and both can record a call that names its tier.
+    path = tmp_path / "v6.db"
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    db = Database(conn)
+    migrate(db, target=6)
+    assert "service_tier" not in db["calls"].columns_dict
+    if had_tier:
+        db["calls"].add_column("service_tier", str)
+    conn.close()
+    with Ledger(path) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        assert "service_tier" in ledger.db["calls"].columns_dict
+        call = anthropic_call()
+        call = call.model_copy(update={"usage": call.usage.model_copy(update={"service_tier": "batch"})})
+        ledger.record_call(call)
+        (stored,) = ledger.calls()
+        assert stored.usage.service_tier == "batch"
 
 
 def test_newer_file_is_refused(tmp_path: Path) -> None:

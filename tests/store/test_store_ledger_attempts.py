@@ -52,7 +52,7 @@ def test_opening_a_version_6_file_adds_attempts_and_states(tmp_path: Path) -> No
                  (T0.isoformat(),))
     conn.close()
     with Ledger(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 7
+        assert ledger.schema_version == SCHEMA_VERSION == 8
         a, b = ledger.calls()
         assert (a.attempt, a.retry_of, a.state) == (1, None, "done") and not a.interrupted
         assert b.error == "boom" and b.state == "done"
