@@ -17,16 +17,16 @@ long gets one compaction and one retry, never a loop. A compaction is:
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable
 
 from hitrate.harness.context_window import input_window, route_served_window
 from hitrate.harness.epochs import EpochView, SessionEpochs
-from hitrate.harness.interruptible import Cancelled, GuardedCall
+from hitrate.harness.interruptible import GuardedCall
 from hitrate.harness.resume import PreviousRequest
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
 from hitrate.harness.transcript_log import TranscriptLog
+from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.compaction import compacted, needs_compaction, plan_compaction, summary_transcript
 from hitrate.projection.prompt import Prompt
@@ -65,7 +65,7 @@ class SessionCompaction:
     _project: Callable[..., Prompt]
     _explain: Callable[..., Any]
     _record: Callable[..., CallRecord]
-    _record_failure: Callable[..., None]
+    _attempt: Callable[..., Any]
     max_output_tokens: int
 
     def context_window(self) -> int | None:
@@ -124,20 +124,19 @@ class SessionCompaction:
             self.transcript = real
         epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
         guard = GuardedCall(self.route.backend, cancel, lambda text: None, name="hitrate-compaction")
-        started_at = self.clock()
-        clock_start = time.monotonic()
-        try:
-            result: CallResult = guard.attempt(
-                lambda on_text: self.route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
-            )
-        except CallError as error:
-            self._record_failure(0, prompt, started_at, clock_start, str(error), error.partial_usage, epoch, kind=COMPACTION_KIND)
-            raise
-        except (Cancelled, KeyboardInterrupt) as exc:
-            self._record_failure(0, prompt, started_at, clock_start, "cancelled", None, epoch, kind=COMPACTION_KIND)
-            raise Cancelled(str(exc) or "cancelled") from exc
+        # The summary call is a model call like any other: its row is written pending before the
+        # request and completed after (a kill leaves it), and the configured timeouts bound it.
+        budget = CallBudget(self.config.timeouts, None)
+
+        def send() -> CallResult:
+            return guard.attempt(lambda on_text: budget.run(
+                lambda: self.route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
+            ))
+
+        answered = self._attempt(0, prompt, epoch, send, kind=COMPACTION_KIND)
+        result, started_at = answered.result, answered.started_at
         explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=COMPACTION_KIND)
+        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=COMPACTION_KIND, pending=answered.pending)
         summary = "".join(b.text for b in (result.assistant.content if result.assistant else ()) if isinstance(b, TextBlock))
         if not summary.strip():
             raise CallError("the summary request returned no text: the history was kept as it was", kind="bad_response")

@@ -134,21 +134,6 @@ class SessionRecording:
         )
         return self._store(step, record, stop_reason=result.stop_reason, epoch=epoch, pending=pending is not None)
 
-    def _record_failure(
-        self, step: int, prompt: Prompt, started_at: datetime, clock_start: float, error: str,
-        partial: dict[str, Any] | None, epoch: EpochView, kind: str | None = None,
-    ) -> None:
-        record = self._call_record(
-            prompt,
-            started_at,
-            latency_s=time.monotonic() - clock_start,
-            usage=Usage(),
-            raw_usage=partial,
-            error=error,
-            kind=kind,
-        )
-        self._store(step, record, stop_reason=None, epoch=epoch)
-
     def _store(
         self, step: int, record: CallRecord, *, stop_reason: str | None, epoch: EpochView, pending: bool = False,
     ) -> CallRecord:

@@ -99,3 +99,30 @@ def test_compaction_off_lets_the_provider_refuse(workspace, ledger) -> None:
     result = Agent(session, limits=AgentLimits(max_steps=30, show_budget=False)).run("Run the commands one by one.")
     assert result.status == "error" and "too long" in result.detail
     assert "compaction" not in [r.kind for r in ledger.calls(session_id=session.id)]
+
+
+def test_the_summary_call_is_a_pending_row_while_it_runs_and_a_failed_one_stays(workspace, ledger) -> None:
+    # A summary request is a model call like any other: its row is in the ledger before the request
+    # goes out (so a kill -9 during it leaves the row), and a failed one keeps its row and error.
+    route = scripted_route(_reads(2) + [{"text": "done"}], rules=RULES)
+    session = _session(route, workspace, ledger, window=10**9)
+    Agent(session, limits=AgentLimits(show_budget=False)).run("Run two commands.")
+    backend = route.backend
+    seen: list[list[tuple[str | None, str]]] = []
+    failure = CallError("x: server_error: overloaded", kind="server_error", status=529)
+
+    def failing_summary(prompt, *, max_tokens, on_text=None):
+        seen.append([(r.kind, r.state) for r in ledger.calls(session_id=session.id)])
+        raise failure
+
+    backend.call = failing_summary
+    try:
+        session.compact()
+    except CallError as error:
+        assert error is failure
+    else:
+        raise AssertionError("the failed summary call was not raised")
+    assert seen and seen[0][-1] == ("compaction", "pending")
+    last = ledger.calls(session_id=session.id)[-1]
+    assert (last.kind, last.state) == ("compaction", "done") and "overloaded" in last.error
+    assert session.transcript.messages[0].content[0].text == "Run two commands."  # history unchanged
