@@ -64,10 +64,16 @@ def test_cache_aware_and_naive_on_the_engine(tmp_path, model_dir, engine):
     assert all(c.miss_reason is None for c in a_calls[1:] if c.task_id == a_calls[0].task_id)
     assert any((c.miss_reason or "").startswith("prefix_changed(system") for c in n_calls)
     # Each session's first call is cold, even where the engine read its opening bytes (the chat
-    # template ahead of the nonce / volatile system prompt) from another session's entry.
+    # template ahead of the nonce / volatile system prompt) from another session's entry; where a
+    # task of the same run (same nonce) already wrote the whole shared head, it is a hit from
+    # outside the session. Which of the two depends on how the two workers interleave.
     firsts = [next(c for c in calls if c.session_id == s) for calls in (a_calls, n_calls) for s in {c.session_id for c in calls}]
     assert len(firsts) == 4 and any(c.usage.cache_read for c in firsts)
-    assert all(c.miss_reason == "cold" and c.miss_tokens == c.usage.prompt_tokens - c.usage.cache_read for c in firsts)
+    for c in firsts:
+        assert c.miss_reason in ("cold", None), c.miss_reason
+        if c.miss_reason == "cold":
+            assert c.miss_tokens == c.usage.prompt_tokens - c.usage.cache_read
+    assert all(c.miss_reason == "cold" for c in firsts if c.layout == "naive")  # its head changes every request
     layouts = {b.key.layout: b for b in report.blocks}
     assert set(layouts) == {"cache-aware", "naive"} and all(b.n_passed == 2 for b in layouts.values())
     assert layouts["cache-aware"].tokens.hit_ratio > layouts["naive"].tokens.hit_ratio
