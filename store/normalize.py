@@ -266,18 +266,25 @@ def from_deepseek(usage: Mapping[str, Any] | Any) -> Usage:
             "the hit/miss split is billed as reported",
         )
         prompt_total = None
-    output = r.count(u, "completion_tokens")
-    reasoning = r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details")
-    total = r.count(u, "total_tokens")
-    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    output, reasoning = _chat_completion(r, u, prompt)
     return r.build(
         fresh_input=miss,
         **_FREE_WRITES,
         cache_read=hit,
-        output=r.output_with_reasoning(output, reasoning, implied),
+        output=output,
         reasoning=reasoning,
         prompt_total=prompt_total,
     )
+
+
+def _chat_completion(r: UsageReader, u: Mapping[str, Any], prompt: int | None) -> tuple[int | None, int | None]:
+    """Output (reasoning included) and reasoning of a Chat Completions-shaped usage: `completion_tokens`
+    with its `completion_tokens_details.reasoning_tokens`, checked against `total_tokens - prompt`."""
+    output = r.count(u, "completion_tokens")
+    reasoning = r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details")
+    total = r.count(u, "total_tokens")
+    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    return r.output_with_reasoning(output, reasoning, implied), reasoning
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,15 +400,12 @@ def from_openrouter(usage: Mapping[str, Any] | Any, *, write_ttl: OpenRouterWrit
         fresh = None
     writes: dict[str, int | None] = dict.fromkeys(WRITE_BUCKETS, 0)
     writes[bucket] = written
-    output = r.count(u, "completion_tokens")
-    reasoning = r.count(r.sub(u, "completion_tokens_details"), "reasoning_tokens", "usage.completion_tokens_details")
-    total = r.count(u, "total_tokens")
-    implied = total - prompt if total is not None and prompt is not None and total >= prompt else None
+    output, reasoning = _chat_completion(r, u, prompt)
     return r.build(
         fresh_input=fresh,
         **writes,
         cache_read=read,
-        output=r.output_with_reasoning(output, reasoning, implied),
+        output=output,
         reasoning=reasoning,
         prompt_total=prompt_total,
     )
