@@ -14,23 +14,36 @@ cost axis says so.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
 import textwrap
 from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-import matplotlib
+from hitrate.evals.report import Block, Report, Trajectory, headline
 
-matplotlib.use("Agg")  # never a GUI backend, even where a display exists
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
-from hitrate.evals.report import Block, Report, Trajectory, headline  # noqa: E402
+@functools.cache
+def _mpl() -> SimpleNamespace:
+    """matplotlib (the `evals` extra), loaded when the first picture is drawn: a plain install
+    imports this module and reports everything else without it."""
+    import matplotlib
 
-# Fixed SVG ids and no timestamp: the same report draws the same bytes.
-matplotlib.rcParams["svg.hashsalt"] = "hitrate"
+    matplotlib.use("Agg")  # never a GUI backend, even where a display exists
+    # Fixed SVG ids and no timestamp: the same report draws the same bytes.
+    matplotlib.rcParams["svg.hashsalt"] = "hitrate"
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    return SimpleNamespace(Figure=Figure, FuncFormatter=FuncFormatter, NullFormatter=NullFormatter)
+
+
 _METADATA_SVG = {"Date": None, "Creator": "hitrate"}
 _METADATA_PNG = {"Software": "hitrate"}
 
@@ -55,7 +68,7 @@ def titled(title: str, price_label: str | None) -> str:
 def cost_vs_pass_rate(blocks: Sequence[Block], *, price_label: str | None = None) -> Figure:
     """Cost per passed task against pass rate, one point per block; the headline (how much the
     cache-aware layout saves) as the title where the blocks allow one."""
-    fig = Figure(figsize=(7.0, 4.6), layout="constrained")
+    fig = _mpl().Figure(figsize=(7.0, 4.6), layout="constrained")
     ax = fig.add_subplot()
     plotted = [b for b in blocks if b.cost_per_passed_task_usd is not None and b.pass_rate is not None]
     for b in plotted:
@@ -113,7 +126,7 @@ def _dollar_log_axis(ax, costs: Sequence[float]) -> None:
         return
     low, high = min(positive), max(positive)
     ax.set_xlim(low / 1.6, high * 1.6)
-    dollars = FuncFormatter(lambda x, _pos: f"${x:,.6g}")
+    dollars = _mpl().FuncFormatter(lambda x, _pos: f"${x:,.6g}")
     ax.xaxis.set_major_formatter(dollars)
     if math.log10(high * 1.6 / (low / 1.6)) < 1.3:
         # Less than about a decade: the minor ticks carry the labels too, at the major ticks'
@@ -121,7 +134,7 @@ def _dollar_log_axis(ax, costs: Sequence[float]) -> None:
         ax.xaxis.set_minor_formatter(dollars)
         ax.tick_params(axis="x", which="both", labelsize="small")
     else:
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_minor_formatter(_mpl().NullFormatter())
 
 
 def wrap_items(items: Sequence[str], width: int) -> list[str]:
@@ -169,7 +182,7 @@ def call_bars(trajectory: Trajectory, *, price_label: str | None = None) -> Figu
     """One bar per call: read | write | fresh | output tokens; each missed call's label at its
     bar's end, hits unmarked."""
     calls = trajectory.calls
-    fig = Figure(figsize=(8.0, max(2.5, 0.32 * len(calls) + 1.4)), layout="constrained")
+    fig = _mpl().Figure(figsize=(8.0, max(2.5, 0.32 * len(calls) + 1.4)), layout="constrained")
     ax = fig.add_subplot()
     ys = list(range(len(calls)))
     left = [0] * len(calls)

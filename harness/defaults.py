@@ -88,6 +88,17 @@ def configured_effort(env: dict[str, str] | None = None) -> Effort | None:
         raise ModelSpecError(f"config file {path}: {exc}") from exc
 
 
+def chosen_effort(flag: str | None, env: dict[str, str] | None = None) -> Effort | None:
+    """`--effort` when given, else the config file's `effort`; a level that does not exist is a
+    `ModelSpecError` naming where it came from."""
+    if flag is None:
+        return configured_effort(env)
+    try:
+        return parse_effort(flag)
+    except EffortError as exc:
+        raise ModelSpecError(f"--effort: {exc}") from exc
+
+
 CACHE_TTLS = ("5m", "1h")
 
 

@@ -99,10 +99,9 @@ def tui_command(
     from hitrate.harness.keepalive import KeepAliveConfig
     from hitrate.harness.models import ModelSpecError
     from hitrate.harness.permissions import Permissions, PermissionRuleError
-    from hitrate.harness.defaults import configured_effort
+    from hitrate.harness.defaults import chosen_effort
     from hitrate.harness.router import Router
     from hitrate.harness.session import SessionConfig
-    from hitrate.harness.wire.effort import EffortError, parse_effort
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
 
@@ -115,9 +114,9 @@ def tui_command(
     except PermissionRuleError as exc:
         _fail(str(exc))
     try:
-        level = parse_effort(effort) if effort is not None else configured_effort()
-    except (EffortError, ModelSpecError) as exc:
-        _fail(f"--effort: {exc}" if effort is not None else str(exc))
+        level = chosen_effort(effort)
+    except ModelSpecError as exc:
+        _fail(str(exc))
     stored_spec: str | None = None
     keep_workspace = workspace is not None
     if resume is not None:

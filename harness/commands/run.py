@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NoReturn, Optional
 import typer
 
 from hitrate.harness.cli import add_command, fail, require_extra
+from hitrate.harness.commands.run_settings import chosen_effort_or_exit, session_config
 
 # The agent, router and provider SDKs load when a command runs, not when `hitrate --help` lists it.
 if TYPE_CHECKING:
@@ -16,11 +17,9 @@ if TYPE_CHECKING:
     from hitrate.harness.events import EventSink
     from hitrate.harness.models import ModelSpec
     from hitrate.store.prices import PriceTable
-    from hitrate.harness.wire.timeouts import CallTimeouts
     from hitrate.harness.policy import Policy
     from hitrate.harness.router import Route
     from hitrate.harness.session import SessionConfig
-    from hitrate.harness.wire.effort import Effort
     from hitrate.tools.base import ApprovalHook
 
 # Exit codes: what a script calling `hitrate run` can tell apart.
@@ -209,7 +208,7 @@ def run_command(
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)
     approve = _permission_hook(permissions)
-    level = _effort(effort)
+    level = chosen_effort_or_exit(effort)
     if cache_ttl not in (None, "5m", "1h"):
         _fail(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
     route = _resolve(spec_text, table, sink, json_events, cache_ttl)
@@ -228,44 +227,6 @@ def run_command(
     if unconfined is not None:
         typer.echo(f"warning: {unconfined}", err=True)  # again under the summary, where it is read
     raise typer.Exit(exit_code(result))
-
-
-def session_config(
-    max_output_tokens: int | None, context_window: int | None, compact_at: float | None, compaction: str | None,
-    clear_tool_results: bool | None, *, effort: "Effort | None" = None, timeouts: "CallTimeouts | None" = None,
-) -> "SessionConfig":
-    """The session's settings: each flag given, else the config file's `[compaction]` key, else the default."""
-    from hitrate.harness.compaction_settings import CompactionSettingsError, load_compaction_settings
-    from hitrate.harness.defaults import config_path
-    from hitrate.harness.session import SessionConfig
-
-    if compaction is not None and compaction not in ("client", "native", "off"):
-        _fail(f"--compaction {compaction!r}: use client, native or off")
-    try:
-        settings = load_compaction_settings(config_path())
-    except CompactionSettingsError as exc:
-        _fail(str(exc))
-    return SessionConfig(
-        max_output_tokens=max_output_tokens,
-        context_window=context_window if context_window is not None else settings.context_window,
-        compact_at=compact_at if compact_at is not None else settings.at,
-        compaction=compaction or settings.mode,  # type: ignore[arg-type]
-        clear_tool_results=clear_tool_results if clear_tool_results is not None else settings.clear_tool_results,
-        effort=effort,
-        **({"timeouts": timeouts} if timeouts is not None else {}),
-    )
-
-
-def _effort(flag: str | None) -> "Effort | None":
-    """--effort, else the config file's `effort`; exits with a usage error on a level that does not exist."""
-    from hitrate.harness.defaults import configured_effort
-    from hitrate.harness.models import ModelSpecError
-    from hitrate.harness.wire.effort import EffortError, parse_effort
-
-    try:
-        return parse_effort(flag) if flag is not None else configured_effort()
-    except (EffortError, ModelSpecError) as exc:
-        _fail(f"--effort: {exc}" if flag is not None else str(exc))
 
 
 def exit_code(result: AgentResult) -> int:
