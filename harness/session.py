@@ -34,12 +34,9 @@ from hitrate.harness.events import (
     EpochStarted,
     EventSink,
     TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
     discard,
-    jsonable_metadata,
 )
-from hitrate.harness.epochs import EpochView, SessionEpochs
+from hitrate.harness.epochs import SessionEpochs
 from hitrate.harness.interruptible import Cancelled, GuardedCall, cancellable_sleep
 from hitrate.harness.keepalive_call import KEEPALIVE_KIND, send_warmup
 from hitrate.harness.policy import Policy
@@ -60,6 +57,7 @@ from hitrate.harness.retry import Sleep, call_with_retries
 from hitrate.harness.router import Route
 from hitrate.harness.session_head import SessionHeadRecording, StoredHead, frozen_inputs, frozen_notice, head_changes, head_of_inputs
 from hitrate.harness.session_inputs import SessionConfig, SessionInputs, session_inputs
+from hitrate.harness.session_tools import SessionTools
 from hitrate.harness.session_clearing import SessionClearing
 from hitrate.harness.session_native import SessionNative
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
@@ -75,7 +73,7 @@ from hitrate.projection.caching.family import CacheState
 from hitrate.projection.explain import MissExplanation
 from hitrate.projection.project import Projector
 from hitrate.projection.prompt import Prompt
-from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolResultBlock, Transcript, UserMessage
+from hitrate.projection.transcript import AssistantMessage, TextBlock, Transcript, UserMessage
 from hitrate.store.ledger import Ledger, LedgerWriteError
 from hitrate.store.prices import PriceTable
 from hitrate.store.records import CallRecord, utc_now
@@ -98,7 +96,9 @@ class StepOutcome:
     assistant: AssistantMessage | None
 
 
-class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNative, SessionTurns, SessionHeadRecording):
+class Session(
+    SessionRecording, SessionCompaction, SessionClearing, SessionNative, SessionTurns, SessionHeadRecording, SessionTools
+):
     """Holds a conversation with one (switchable) backend and records every call."""
 
     def __init__(
@@ -471,16 +471,9 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
         prompt, route = previous.prompt, self.route
         if prompt.model != route.model or self._epoch_reason is not None:
             raise ValueError("the model changed since the last request: its cached prefix cannot help the next one")
-        epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
-        guard = GuardedCall(route.backend, cancel, lambda text: None, name="hitrate-keepalive")
-        budget = CallBudget(self.config.timeouts)
-        answered = self._attempt(
-            0, prompt, epoch, lambda: guard.attempt(lambda on_text: budget.run(lambda: send_warmup(route.backend, prompt))),
-            kind=KEEPALIVE_KIND,
+        record, _, started_at = self._side_call(
+            prompt, cancel, lambda: send_warmup(route.backend, prompt), name="hitrate-keepalive", kind=KEEPALIVE_KIND
         )
-        result, started_at = answered.result, answered.started_at
-        explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending)
         # A read refreshes the entry from this request's start: the next request is explained
         # against the warm-up, not against the request it repeated.
         self._previous = PreviousRequest(prompt=prompt, started_at=started_at)
@@ -502,50 +495,3 @@ class Session(SessionRecording, SessionCompaction, SessionClearing, SessionNativ
 
     def _previous_messages(self) -> tuple:
         return self._previous.prompt.messages if self._previous is not None else ()
-
-    # ------------------------------------------------------------------ tools
-
-    def answer_tools_unrun(self, assistant: AssistantMessage, reason: str) -> UserMessage:
-        """Answer every tool call of `assistant` with an error result `reason`, running none, so
-        the transcript stays valid (every call answered)."""
-        message = UserMessage(content=tuple(
-            ToolResultBlock(call_id=call.call_id, content=reason, is_error=True) for call in assistant.tool_calls
-        ))
-        self._append(message)
-        return message
-
-    def run_tools(self, step: int, assistant: AssistantMessage, cancel: threading.Event | None = None) -> UserMessage:
-        """Run the turn's tool calls in order and append their results as the next user turn.
-
-        `cancel` reaches the tools (a running shell command stops when it is set). If the session
-        is cancelled part-way, the calls not yet run are answered with an error result, so the
-        transcript stays valid (every call answered) and can be continued.
-        """
-        context = self.tool_context if cancel is None else dataclasses.replace(self.tool_context, cancel=cancel)
-        results: list[ToolResultBlock] = []
-        interrupted: BaseException | None = None
-        for call in assistant.tool_calls:
-            if interrupted is None and cancel is not None and cancel.is_set():
-                interrupted = Cancelled("cancelled before all tools ran")
-            if interrupted is not None:
-                results.append(ToolResultBlock(call_id=call.call_id, content="not run: the session was cancelled", is_error=True))
-                continue
-            self.emit(ToolCallStarted(session_id=self.id, step=step, call_id=call.call_id, name=call.name, arguments=call.arguments))
-            try:
-                outcome = self.inputs.tools.execute(call.name, call.arguments, context)
-            except KeyboardInterrupt as exc:
-                interrupted = exc
-                results.append(ToolResultBlock(call_id=call.call_id, content="interrupted by the user", is_error=True))
-                continue
-            results.append(ToolResultBlock(call_id=call.call_id, content=outcome.content, is_error=outcome.is_error))
-            self.emit(
-                ToolCallFinished(
-                    session_id=self.id, step=step, call_id=call.call_id, name=call.name, is_error=outcome.is_error,
-                    content=outcome.content, metadata=jsonable_metadata(outcome.metadata),
-                )
-            )
-        message = UserMessage(content=tuple(results))
-        self._append(message)
-        if interrupted is not None:
-            raise Cancelled("cancelled while tools were running") from interrupted
-        return message

@@ -20,13 +20,11 @@ import threading
 from typing import Any, Callable
 
 from hitrate.harness.context_window import input_window, route_served_window
-from hitrate.harness.epochs import EpochView, SessionEpochs
-from hitrate.harness.interruptible import GuardedCall
+from hitrate.harness.epochs import SessionEpochs
 from hitrate.harness.resume import PreviousRequest
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
 from hitrate.harness.transcript_log import TranscriptLog
-from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.compaction import compacted, needs_compaction, plan_compaction, summary_transcript
 from hitrate.projection.prompt import Prompt
@@ -65,7 +63,7 @@ class SessionCompaction:
     _project: Callable[..., Prompt]
     _explain: Callable[..., Any]
     _record: Callable[..., CallRecord]
-    _attempt: Callable[..., Any]
+    _side_call: Callable[..., tuple[CallRecord, CallResult, Any]]
     max_output_tokens: int
 
     def context_window(self) -> int | None:
@@ -122,21 +120,10 @@ class SessionCompaction:
             prompt = self._project()
         finally:
             self.transcript = real
-        epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
-        guard = GuardedCall(self.route.backend, cancel, lambda text: None, name="hitrate-compaction")
-        # The summary call is a model call like any other: its row is written pending before the
-        # request and completed after (a kill leaves it), and the configured timeouts bound it.
-        budget = CallBudget(self.config.timeouts, None)
-
-        def send() -> CallResult:
-            return guard.attempt(lambda on_text: budget.run(
-                lambda: self.route.backend.call(prompt, max_tokens=self.max_output_tokens, on_text=on_text)
-            ))
-
-        answered = self._attempt(0, prompt, epoch, send, kind=COMPACTION_KIND)
-        result, started_at = answered.result, answered.started_at
-        explanation = self._explain(prompt, result, started_at)
-        record = self._record(0, prompt, result, started_at, explanation, epoch, kind=COMPACTION_KIND, pending=answered.pending)
+        record, result, started_at = self._side_call(
+            prompt, cancel, lambda: self.route.backend.call(prompt, max_tokens=self.max_output_tokens),
+            name="hitrate-compaction", kind=COMPACTION_KIND,
+        )
         summary = "".join(b.text for b in (result.assistant.content if result.assistant else ()) if isinstance(b, TextBlock))
         if not summary.strip():
             raise CallError("the summary request returned no text: the history was kept as it was", kind="bad_response")

@@ -16,7 +16,8 @@ from hitrate.harness.epochs import EpochView, SessionEpochs
 from hitrate.harness.events import CallRecorded, call_facts
 from hitrate.harness.router import Route
 from hitrate.harness.session_inputs import SessionConfig
-from hitrate.harness.interruptible import Cancelled
+from hitrate.harness.interruptible import Cancelled, GuardedCall
+from hitrate.harness.wire.timeouts import CallBudget
 from hitrate.harness.wire.types import CallError, CallResult
 from hitrate.projection.explain import MissExplanation
 from hitrate.projection.prompt import Prompt
@@ -48,6 +49,7 @@ class SessionRecording:
     _epochs: SessionEpochs
     clock: Callable[[], datetime]
     emit: Callable[[Any], None]
+    _explain: Callable[..., MissExplanation]
 
     def _call_record(self, prompt: Prompt, started_at: datetime, **fields: Any) -> CallRecord:
         """A ledger row for a call of `prompt`, with what every row of this session carries."""
@@ -89,6 +91,21 @@ class SessionRecording:
             self._fail_attempt(step, pending, clock_start, f"cancelled: {exc}" if str(exc) else "cancelled", None, epoch)
             raise Cancelled(str(exc) or "cancelled") from exc
         return Answered(result, pending, started_at)
+
+    def _side_call(
+        self, prompt: Prompt, cancel: Any, send: Callable[[], CallResult], *, name: str, kind: str,
+    ) -> tuple[CallRecord, CallResult, datetime]:
+        """A call that is not an agent step (a keep-alive warm-up, a compaction summary): one
+        attempt, no retries, bounded by the configured timeouts, cancelled by `cancel`, its row
+        written pending first and completed after with `kind`, as step 0 of the current epoch.
+        Returns the row, the result and when the request was sent; a failure is recorded and raised."""
+        epoch = EpochView(self._epochs.lines[-1].number if self._epochs.lines else 0, False, "", [])
+        guard = GuardedCall(self.route.backend, cancel, lambda text: None, name=name)
+        budget = CallBudget(self.config.timeouts)
+        answered = self._attempt(0, prompt, epoch, lambda: guard.attempt(lambda on_text: budget.run(send)), kind=kind)
+        result, started_at = answered.result, answered.started_at
+        explanation = self._explain(prompt, result, started_at)
+        return self._record(0, prompt, result, started_at, explanation, epoch, pending=answered.pending), result, started_at
 
     def _begin_attempt(
         self, prompt: Prompt, started_at: datetime, *, attempt: int = 1, retry_of: str | None = None, kind: str | None = None,
