@@ -15,36 +15,32 @@ thread's write therefore waits for the first one's commit instead of joining its
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import platformdirs
-from pydantic import BaseModel, ConfigDict
 from sqlite_utils import Database
 
-from hitrate.store.cost import UsageTotals, aggregate, cost
+from hitrate.store.cost import cost
 from hitrate.store.ledger_rows import (  # noqa: F401  _CALL_COLUMNS: re-exported for callers of this module
     _CALL_COLUMNS,
     _FINISH_CALL,
     _INSERT_CALL,
-    _SUMMARY_SELECT,
     _call_from_row,
     _call_row,
     _dumps,
     _iso,
     _run_from_row,
     _task_from_row,
-    _totals_from_row,
     _where,
 )
-from hitrate.store.ledger_files import connect_read_only, make_private, writable
+from hitrate.store.ledger_files import connect_read_only, default_ledger_path, make_private, open_failure, writable
 from hitrate.store.ledger_schema import SCHEMA_VERSION, migrate, user_version
+from hitrate.store.ledger_summaries import GroupSummary, LedgerSummaries
 from hitrate.store.ledger_spool import LedgerWriteError, SpoolOp, is_out_of_room, replay_spool, spooled_entries, spooling
 from hitrate.store.redaction import redact_json, redact_text, redact_value, redaction_enabled
 from hitrate.store.prices import PriceTable
@@ -60,57 +56,9 @@ from hitrate.store.records import (
 
 __all__ = ["GroupSummary", "Ledger", "LedgerError", "LedgerWriteError", "default_ledger_path"]
 
-ENV_DB = "HITRATE_DB"
 _INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, seq, kind, body, recorded_at) VALUES (:session_id, :seq, :kind, :body, :recorded_at)"
 )
-GroupBy = Literal["session", "run", "task", "model", "backend", "kind", "day"]
-_GROUP_COLUMN: dict[str, str] = {
-    "session": "session_id",
-    "run": "run_id",
-    "task": "task_id",
-    "model": "model",
-    "backend": "backend",
-    "kind": "kind",
-    # started_at is stored as UTC ISO text, so its first ten characters are the UTC date.
-    "day": "substr(started_at, 1, 10)",
-}
-
-
-def _open_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
-    """A user-facing reason why `path` could not be opened as a ledger."""
-    text = str(exc)
-    if "not a database" in text:
-        return f"{path} is not a SQLite ledger file ({text})"
-    if "readonly" in text or "unable to open" in text:
-        return f"cannot write ledger {path}: {text} (check the path and its permissions)"
-    return f"cannot open ledger {path}: {text}"
-
-
-def default_ledger_path() -> Path:
-    """`$HITRATE_DB` if set, else `ledger.db` in the user data directory
-    (e.g. ~/.local/share/hitrate/ledger.db on Linux)."""
-    env = os.environ.get(ENV_DB)
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("hitrate", appauthor=False)) / "ledger.db"
-
-
-class GroupSummary(BaseModel):
-    """Totals for one group of calls (one session, run, task, model or backend)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    key: str | None
-    """The group's id or name (None collects calls without one, e.g. no run)."""
-    label: str | None = None
-    """A run's label or a task's name, where there is one."""
-    outcome: str | None = None
-    """A task's outcome (by="task" only)."""
-    first_at: datetime | None = None
-    last_at: datetime | None = None
-    """When the group's first and last calls started."""
-    totals: UsageTotals
 
 
 class LedgerError(Exception):
@@ -118,7 +66,7 @@ class LedgerError(Exception):
     The message names the path and says what is wrong, fit to show a user as is."""
 
 
-class Ledger:
+class Ledger(LedgerSummaries):
     """A ledger file. Use as a context manager or call `close()`.
 
     Raises `LedgerError` when `path` cannot be opened as a ledger."""
@@ -174,7 +122,7 @@ class Ledger:
             """Rows still waiting in the spool journal (the file had no room to take them yet)."""
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise LedgerError(_open_failure(self.path, exc)) from exc
+            raise LedgerError(open_failure(self.path, exc)) from exc
         except BaseException:
             conn.close()
             raise
@@ -193,7 +141,7 @@ class Ledger:
             found = user_version(self.db)
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise LedgerError(_open_failure(self.path, exc)) from exc
+            raise LedgerError(open_failure(self.path, exc)) from exc
         if found != SCHEMA_VERSION:
             conn.close()
             if found > SCHEMA_VERSION:
@@ -482,66 +430,6 @@ class Ledger:
         if table.id != snapshot_id:
             raise ValueError(f"stored price snapshot {snapshot_id} hashes to {table.id}: the row was altered")
         return table
-
-    def reprice(self, table: PriceTable, *, run_id: str | None = None, update: bool = False) -> UsageTotals:
-        """Totals of the calls (of one run, or all) priced with `table`. With `update=True`
-        the rows' cost and snapshot id are rewritten to the new prices."""
-        calls = self.calls(run_id=run_id)
-        priced = [(c, cost(c.usage, c.model, c.started_at, table).total) for c in calls]
-        if update:
-            with self.transaction():
-                self._save_snapshot_in_txn(table)
-                self.db.conn.executemany(
-                    "UPDATE calls SET cost_usd = ?, price_snapshot_id = ? WHERE id = ?",
-                    [(total, table.id, c.id) for c, total in priced],
-                )
-        return aggregate((c.usage, total) for c, total in priced)
-
-    # ---- summaries -----------------------------------------------------------------------------
-
-    def totals(self, *, session_id: str | None = None, run_id: str | None = None, task_id: str | None = None) -> UsageTotals:
-        """Totals over the calls matching the filters (all calls if none given)."""
-        where, params = _where({"session_id": session_id, "run_id": run_id, "task_id": task_id})
-        return _totals_from_row(self._query(f"SELECT {_SUMMARY_SELECT} FROM calls {where}", params)[0])
-
-    def summarize(
-        self, by: GroupBy = "session", *, run_id: str | None = None, since: datetime | None = None
-    ) -> list[GroupSummary]:
-        """Totals per session / run / task / model / backend / kind / UTC day, in order of first
-        call (by kind: ordinary calls under None, keep-alive warm-ups under "keepalive"). With
-        `since`, only calls started at or after it count."""
-        if by not in _GROUP_COLUMN:
-            raise ValueError(f"cannot group by {by!r}; choose one of {', '.join(_GROUP_COLUMN)}")
-        column = _GROUP_COLUMN[by]
-        where, params = _where({"run_id": run_id})
-        if since is not None:
-            where += (" AND " if where else "WHERE ") + "started_at >= ?"
-            params.append(_iso(since))
-        sql = (
-            f"SELECT {column} AS grp, MIN(started_at) AS first_at, MAX(started_at) AS last_at, {_SUMMARY_SELECT} "
-            f"FROM calls {where} GROUP BY {column} ORDER BY MIN(started_at), grp"
-        )
-        labels: dict[str, tuple[str | None, str | None]] = {}
-        if by == "run":
-            labels = {r["id"]: (r["label"], r["status"]) for r in self._query("SELECT id, label, status FROM runs")}
-        elif by == "task":
-            labels = {r["id"]: (r["name"], r["outcome"]) for r in self._query("SELECT id, name, outcome FROM tasks")}
-        elif by == "session":
-            labels = {r["id"]: (r["label"], None) for r in self._query("SELECT id, label FROM sessions")}
-        out = []
-        for row in self._query(sql, params):
-            label, outcome = labels.get(row["grp"], (None, None))
-            out.append(
-                GroupSummary(
-                    key=row["grp"],
-                    label=label,
-                    outcome=outcome if by == "task" else None,
-                    first_at=row["first_at"],
-                    last_at=row["last_at"],
-                    totals=_totals_from_row(row),
-                )
-            )
-        return out
 
     # ---- internals -----------------------------------------------------------------------------
 

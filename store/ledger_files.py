@@ -1,4 +1,5 @@
-"""The ledger's file on disk: private modes, and a read-only connection for commands that only read.
+"""The ledger's file on disk: where it lives, private modes, a read-only connection for commands that
+only read, and why a file could not be opened.
 
 The ledger holds whole transcripts (every prompt, file and command output a session saw), so it
 is created 0600 in a 0700 folder, as ssh keeps `~/.ssh`. A ledger file this user owns that is
@@ -88,3 +89,25 @@ def connect_read_only(path: Path, *, timeout_s: float) -> sqlite3.Connection:
     mode = "mode=ro" if folder_writable or wal.exists() else "mode=ro&immutable=1"
     # check_same_thread=False: shared by the process's threads under the ledger's lock.
     return sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=timeout_s, isolation_level=None, check_same_thread=False)
+
+
+ENV_DB = "HITRATE_DB"
+
+
+def open_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+    """A user-facing reason why `path` could not be opened as a ledger."""
+    text = str(exc)
+    if "not a database" in text:
+        return f"{path} is not a SQLite ledger file ({text})"
+    if "readonly" in text or "unable to open" in text:
+        return f"cannot write ledger {path}: {text} (check the path and its permissions)"
+    return f"cannot open ledger {path}: {text}"
+
+
+def default_ledger_path() -> Path:
+    """`$HITRATE_DB` if set, else `ledger.db` in the user data directory
+    (e.g. ~/.local/share/hitrate/ledger.db on Linux)."""
+    env = os.environ.get(ENV_DB)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("hitrate", appauthor=False)) / "ledger.db"
