@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from textual.widgets import Footer
 from hitrate.harness.checkpoints import CheckpointError, Checkpoints
 from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Permissions
 from hitrate.harness.terminal_text import visible
+from hitrate.store.records import utc_now
 from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
@@ -52,10 +53,6 @@ from hitrate.tui.prompt_input import InputHistory, PromptInput
 from hitrate.tui.status import StatusLine
 from hitrate.tui.ttl import PrefixClock
 
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class HitrateApp(CommandsMixin, App[None]):
