@@ -27,7 +27,7 @@ from typing import Iterator
 
 import torch
 
-from hitrate.engine import loading, modelinfo
+from hitrate.engine import cpu_linear, loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
@@ -70,15 +70,20 @@ class TransformersEngine:
         max_batch: int = 8,
         interleave_chunk: int = 256,
         window_pool_tokens: int | None = None,
+        pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
     ) -> None:
         """`max_batch`: requests running at once (each holds one row of the batch buffer; more wait).
         `interleave_chunk`: prefill chunk while other requests are decoding.
         `window_pool_tokens`: for models with sliding-window layers, how many cached positions may
         hold those layers' K/V (default: `pool_tokens` when that is given, else a share of the
-        automatic budget); 0 keeps every layer for every cached token."""
+        automatic budget); 0 keeps every layer for every cached token.
+        `pack_min_bytes`: on the CPU, float32 weight matrices at least this large get a oneDNN
+        copy for batched decode steps, and a bfloat16 model runs every linear on oneDNN
+        (`engine.cpu_linear`); None leaves the model's linears as they are."""
         if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
             raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
+        self.packed_weight_bytes = self._pack_weights(pack_min_bytes, max_batch)
         self._tokenizer = tokenizer
         self.model_name = model_name
         self.device = next(model.parameters()).device
@@ -143,6 +148,7 @@ class TransformersEngine:
         max_batch: int = 8,
         interleave_chunk: int = 256,
         window_pool_tokens: int | None = None,
+        pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
         verbose: bool = False,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
@@ -188,7 +194,19 @@ class TransformersEngine:
             max_batch=max_batch,
             interleave_chunk=interleave_chunk,
             window_pool_tokens=window_pool_tokens,
+            pack_min_bytes=pack_min_bytes,
         )
+
+    def _pack_weights(self, min_bytes: int | None, max_batch: int) -> int:
+        """Bytes the packed weight copies add to the model's own (see `engine.cpu_linear`)."""
+        param = next(self.model.parameters())
+        if min_bytes is None or param.device.type != "cpu":
+            return 0
+        if param.dtype == torch.bfloat16:
+            return cpu_linear.pack_all_linears(self.model)
+        if param.dtype == torch.float32 and max_batch > 2:  # one or two rows keep MKL's path
+            return cpu_linear.pack_large_linears(self.model, min_bytes)
+        return 0
 
     def _auto_pool_tokens(self, window: int | None) -> tuple[int, int]:
         """(pool tokens, window-pool tokens) that fit the memory budget."""
@@ -265,6 +283,7 @@ class TransformersEngine:
             "batched_decode": int(self._scheduler.batch_mask_implementation is not None),
             "batch_rows": self.kv.rows,
             "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),
+            "packed_weight_bytes": self.packed_weight_bytes,
             "hot_buffer_reused_tokens": c["hot_reused_tokens"],
             "page_size": self.page_size,
             "pool_pages_used": self.radix.used_pages,

@@ -11,7 +11,9 @@ from the cache), it reports:
 - K/V bytes per token: every layer at every position, what the engine's pool holds per cached
   token after these two requests (sliding-window layers keep only the window of each cached
   end), and the theoretical minimum at the prompt's length and at the model's context window,
-  where a sliding-window layer needs no more than its window.
+  where a sliding-window layer needs no more than its window;
+- with a float32 `reference` engine of the same model (for a model loaded in another dtype): the
+  largest logit difference from float32 over the prompt, and how often the top token agrees.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class VerifyReport:
     kv_bytes_per_token_at_prompt: float  # theoretical, averaged over the prompt's length
     kv_bytes_per_token_at_context: float  # theoretical, averaged over the full context window
     context_window: int
+    float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
+    float32_top_token_agreement: float | None = None  # share of prompt positions with the same argmax
+    float32_logit_span: float | None = None  # largest |logit| of the float32 copy, for scale
 
     @property
     def qk_saved_fraction(self) -> float:
@@ -75,7 +80,11 @@ class VerifyReport:
             f"{self.kv_bytes_per_cached_token:,} per cached token (sliding-window pages released); "
             f"theoretical {self.kv_bytes_per_token_at_prompt:,.0f} at {self.prompt_tokens} tokens, "
             f"{self.kv_bytes_per_token_at_context:,.0f} at the {self.context_window:,}-token context",
-        ]
+        ] + ([] if self.float32_max_logit_diff is None else [
+            f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
+            f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
+            f"of positions",
+        ])
 
 
 def edited_variant(ids: list[int], replacement: list[int]) -> list[int]:
@@ -97,7 +106,9 @@ def _theoretical_bytes(n: int, windows: list[int | None], per_layer: int) -> flo
     return sum(min(n, w) if w else n for w in windows) * per_layer / n
 
 
-def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT) -> VerifyReport:
+def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
+           reference: TransformersEngine | None = None) -> VerifyReport:
+    """`reference`: a float32 engine of the same model, to compare this engine's dtype against."""
     tokenizer = engine.tokenizer
     ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
     if len(ids) < 8:
@@ -112,6 +123,7 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT) -> VerifyRe
     with torch.inference_mode():
         full = engine.model(input_ids=torch.tensor([variant], device=engine.device)).logits[0].float()
     diff = float((logits - full[cached:]).abs().max())
+    against = _against_float32(engine, reference, ids) if reference is not None else {}
 
     config = engine.model.config
     shape = engine.layout.shape
@@ -139,4 +151,17 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT) -> VerifyRe
         kv_bytes_per_token_at_prompt=_theoretical_bytes(len(ids), windows, per_layer),
         kv_bytes_per_token_at_context=_theoretical_bytes(engine.max_context, windows, per_layer),
         context_window=engine.max_context,
+        **against,
     )
+
+
+def _against_float32(engine: TransformersEngine, reference: TransformersEngine, ids: list[int]) -> dict:
+    with torch.inference_mode():
+        ours = engine.model(input_ids=torch.tensor([ids], device=engine.device)).logits[0].float()
+        theirs = reference.model(input_ids=torch.tensor([ids], device=reference.device)).logits[0].float()
+    theirs = theirs.to(ours.device)
+    return {
+        "float32_max_logit_diff": float((ours - theirs).abs().max()),
+        "float32_top_token_agreement": float((ours.argmax(-1) == theirs.argmax(-1)).float().mean()),
+        "float32_logit_span": float(theirs.abs().max()),
+    }

@@ -64,3 +64,19 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     missing = subprocess.run([hitrate, "engine", "verify", "/no/such/model"], capture_output=True, text=True,
                              timeout=300)
     assert missing.returncode == 2 and "error: could not load model" in missing.stderr
+
+
+def test_verify_in_bfloat16_reports_the_difference_from_float32(tiny_llama_path):
+    hitrate = str(Path(sys.executable).with_name("hitrate"))
+    out = subprocess.run([hitrate, "engine", "verify", str(tiny_llama_path), "--dtype", "bfloat16", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["dtype"] == "bfloat16"
+    assert 0 < report["float32_max_logit_diff"] <= 0.05 * report["float32_logit_span"]
+    assert 0.5 <= report["float32_top_token_agreement"] <= 1
+    text = subprocess.run([hitrate, "engine", "verify", str(tiny_llama_path), "--dtype", "bf16"], capture_output=True,
+                          text=True, timeout=300).stdout
+    assert "bfloat16 vs float32 on the prompt: max |logit diff|" in text
+    plain = verify(TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096))
+    assert plain.float32_max_logit_diff is None and "vs float32" not in "\n".join(plain.lines())

@@ -1,0 +1,109 @@
+"""Prepacked oneDNN linears (`engine.cpu_linear`): float32 stays within float32 rounding of
+`nn.Linear` for every row count, tied weights stay tied, an engine whose linears are all packed
+still gives each concurrent request its single-request tokens, and a bfloat16 engine runs on
+packed weights with logits close to float32's."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM
+
+from hitrate.engine import cpu_linear
+from hitrate.engine.api import GenerationRequest, GenerationResult, SamplingParams
+from hitrate.engine.runner import TransformersEngine
+
+pytestmark = pytest.mark.skipif(not cpu_linear.onednn_available(torch.float32), reason="torch built without oneDNN")
+
+
+def tokens(seed: int, n: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(3, 500) for _ in range(n)]
+
+
+def req(prompt, n) -> GenerationRequest:
+    return GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=n, temperature=0, ignore_eos=True))
+
+
+def run_concurrently(engine: TransformersEngine, requests: list[GenerationRequest]) -> list[GenerationResult]:
+    results: dict[int, GenerationResult] = {}
+    start = threading.Barrier(len(requests))
+
+    def work(i: int) -> None:
+        start.wait()
+        results[i] = engine.generate(requests[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == len(requests)
+    return [results[i] for i in range(len(requests))]
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 8, 37])
+def test_packed_float32_linear_matches_nn_linear(rows):
+    torch.manual_seed(rows)
+    linear = nn.Linear(96, 1000)
+    packed = cpu_linear.PackedLinear(linear, min_rows=1)
+    x = torch.randn(1, rows, 96)
+    with torch.no_grad():
+        diff = float((packed(x) - linear(x)).abs().max())
+    assert diff <= 1e-5
+    assert packed.weight is linear.weight and packed.bias is linear.bias
+
+
+def test_packing_keeps_a_tied_head_tied_and_the_logits(tiny_model_factory):
+    path = tiny_model_factory("llama", config_overrides={"tie_word_embeddings": True})
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    ids = torch.tensor([tokens(1, 6), tokens(2, 6), tokens(3, 6)])
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        extra = cpu_linear.pack_large_linears(model, min_bytes=0)
+        after = model(input_ids=ids).logits
+    assert isinstance(model.lm_head, cpu_linear.PackedLinear)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert extra > 0
+    assert float((after - before).abs().max()) <= 1e-4
+
+
+def test_small_matrices_are_left_to_mkl(tiny_llama_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_path, dtype=torch.float32).eval()
+    assert cpu_linear.pack_large_linears(model) == 0  # the tiny model's matrices are far below the threshold
+    assert not any(isinstance(m, cpu_linear.PackedLinear) for m in model.modules())
+
+
+def test_a_fully_packed_engine_batches_exactly(tiny_llama_path):
+    prompts = [tokens(21, 3), tokens(22, 30), tokens(23, 40), tokens(24, 11)]
+    lengths = [12, 7, 15, 10]
+    alone = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=1, pack_min_bytes=None)
+    expected = [alone.generate(req(p, n)).token_ids for p, n in zip(prompts, lengths)]
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=4, pack_min_bytes=0)
+    assert engine.metrics()["packed_weight_bytes"] > 0
+    assert engine.batch_check_diff <= 1e-4
+    results = run_concurrently(engine, [req(p, n) for p, n in zip(prompts, lengths)])
+    assert [r.token_ids for r in results] == expected
+    assert engine.metrics()["peak_decode_batch"] >= 2
+
+
+@pytest.mark.skipif(not cpu_linear.onednn_available(torch.bfloat16), reason="no oneDNN bfloat16 on this CPU")
+def test_bfloat16_engine_runs_on_packed_weights_close_to_float32(tiny_llama_path):
+    prompt = tokens(5, 40)
+    f32 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
+    bf16 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, dtype="bfloat16")
+    assert any(isinstance(m, cpu_linear.PackedLinear) for m in bf16.model.modules())
+    assert bf16.metrics()["packed_weight_bytes"] > 0 and f32.metrics()["packed_weight_bytes"] == 0
+    reference, _ = f32.prefill_logits(prompt)
+    logits, _ = bf16.prefill_logits(prompt)
+    scale = float(reference.abs().max())
+    assert float((logits - reference).abs().max()) <= 0.05 * scale
+    # Served from the cache, bfloat16 logits stay those of its own recompute.
+    again, cached = bf16.prefill_logits(prompt)
+    assert cached == len(prompt) - 1
+    assert float((again[-1] - logits[-1]).abs().max()) <= 0.02 * scale
