@@ -4,9 +4,10 @@ Each running request owns a row of a `BatchKV`. One scheduler step:
 1. releases the rows of requests whose consumer went away (what was computed is kept in the
    prefix cache) and admits waiting requests into free rows: `radix.begin` matches and locks the
    longest cached prefix and the request's stream gets `PrefillStarted` right away;
-2. runs one prefill chunk of the oldest request whose consumer has taken `PrefillStarted` (a
-   short chunk while others are decoding, so a long prompt delays each of their tokens by one
-   chunk at most, instead of stalling them for the whole prompt);
+2. runs prefill chunks of the requests whose consumers have taken `PrefillStarted`, oldest
+   first, up to one chunk of tokens in all (a short chunk while others are decoding, so a long
+   prompt delays each of their tokens by one chunk at most, instead of stalling them for the
+   whole prompt);
 3. runs one decode step over every decoding row at once (one forward of batch n), then samples,
    detokenizes and streams each row's token.
 
@@ -216,9 +217,16 @@ class Scheduler:
         for seq in [s for s in self._active if s.cancelled]:
             self._release(seq)
         decoding = [s for s in self._active if s.state == "decode"]
-        prefilling = next((s for s in self._active if s.state == "prefill" and s.acked), None)
-        if prefilling is not None:
-            self._prefill_chunk(prefilling, self.interleave_chunk if decoding else self.prefill_chunk)
+        # Prefill the acked requests oldest first, one chunk's worth of tokens in all: requests
+        # that arrive together start decoding in the same step (and end together), rather than
+        # one step apart each, which leaves the last steps running at ever smaller batches.
+        budget = self.interleave_chunk if decoding else self.prefill_chunk
+        for seq in [s for s in self._active if s.state == "prefill" and s.acked]:
+            left = len(seq.prompt) - (len(seq.fed) if seq.loaded else seq.lease.matched)
+            self._prefill_chunk(seq, budget)
+            budget -= min(left, budget)
+            if budget <= 0:
+                break
         if decoding:
             self._decode(decoding)
         self.peak_batch = max(self.peak_batch, len(decoding))
