@@ -16,6 +16,8 @@ Measured in one run and printed as ratios:
   other processes on a shared machine hits all of them alike;
 - aggregate decode tokens/s with 1 / 2 / 4 / 8 concurrent sessions (continuous batching; goal at
   4 sessions >= 2.5x one session);
+- the same model in bfloat16 (`--compare-dtypes`; by default on a CPU with oneDNN bfloat16):
+  decode tok/s, logits on a fixed prompt against float32, and 4 sessions / 1;
 - K/V bytes per cached token as the pool accounts them after one long request, against every
   layer at every position and against the theoretical minimum (a sliding-window layer needs only
   its window).
@@ -40,10 +42,12 @@ from pathlib import Path
 
 import torch
 
+from hitrate.engine import cpu_linear
 from hitrate.engine.api import GenerationRequest, SamplingParams
 from hitrate.engine.radix import common_prefix_length
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.seq_cache import SequenceCache
+from hitrate.engine.verify import against_float32
 from hitrate.engine.tiny import build_tiny_model
 
 # name -> build_tiny_model shape (Llama architecture)
@@ -174,18 +178,20 @@ class _TokenClock:
         pass
 
 
-def measure_decode(engine: TransformersEngine, args, rng: random.Random) -> dict:
+def measure_decode(engine: TransformersEngine, args, rng: random.Random,
+                   others: dict[str, TransformersEngine] | None = None) -> dict:
     """Decode tokens/s, first token to last token, for the engine, transformers `generate` and
-    llama.cpp when available, on prompts of the same length (greedy, fixed length). The systems
-    alternate within every round; each reports its median over the rounds."""
+    llama.cpp when available, on prompts of the same length (greedy, fixed length); `others`: the
+    same model in other dtypes, reported as "ours <dtype>". The systems alternate within every
+    round; each reports its median over the rounds."""
     model, device = engine.model, engine.device
     prompt = rand_tokens(rng, args.decode_prompt, engine.vocab_size)
     n = args.decode_tokens
     llama = llama_cpp_decoder(args, rng)
 
-    def ours(salt: str) -> float:
+    def ours(salt: str, which: TransformersEngine = engine) -> float:
         params = SamplingParams(max_tokens=n, ignore_eos=True)
-        result = engine.generate(GenerationRequest(prompt_ids=prompt, params=params, salt=salt))
+        result = which.generate(GenerationRequest(prompt_ids=prompt, params=params, salt=salt))
         assert len(result.token_ids) == n
         return (n - 1) / (result.total_s - result.ttft_s)
 
@@ -199,6 +205,8 @@ def measure_decode(engine: TransformersEngine, args, rng: random.Random) -> dict
         return (n - 1) / (clock.stamps[-1] - clock.stamps[1])
 
     systems = {"ours": lambda i: ours(f"decode-{i}"), "transformers": lambda i: theirs()}
+    for name, other in (others or {}).items():
+        systems[f"ours {name}"] = lambda i, other=other: ours(f"decode-{i}", other)
     if llama is not None:
         systems["llama.cpp"] = lambda i: llama()
     for run in systems.values():  # warm-up: first-call setup, not timed
@@ -234,12 +242,11 @@ def measure_concurrency(engine: TransformersEngine, args, rng: random.Random) ->
     the scheduler holds the GIL, so arrival times say little about when a token was computed."""
     vocab = engine.vocab_size
     n = args.concurrent_tokens
-    rates: dict[int, float] = {}
-    for k in args.sessions:
-        if k > engine.max_batch:
-            continue
-        runs = []
-        for run in range(args.concurrent_runs):
+    counts_k = [k for k in args.sessions if k <= engine.max_batch]
+    runs: dict[int, list[float]] = {k: [] for k in counts_k}
+    # Every round runs each session count once, so load drift on a shared machine hits them alike.
+    for run in range(args.concurrent_runs):
+        for k in counts_k:
             prompts = [rand_tokens(rng, args.concurrent_prompt, vocab) for _ in range(k)]
             counts = [0] * k
             barrier = threading.Barrier(k + 1)
@@ -257,9 +264,8 @@ def measure_concurrency(engine: TransformersEngine, args, rng: random.Random) ->
             started = time.perf_counter()
             for t in threads:
                 t.join()
-            runs.append(sum(counts) / (time.perf_counter() - started))
-        rates[k] = statistics.median(runs)
-    return rates
+            runs[k].append(sum(counts) / (time.perf_counter() - started))
+    return {k: statistics.median(v) for k, v in runs.items()}
 
 
 def main() -> None:
@@ -287,6 +293,9 @@ def main() -> None:
     parser.add_argument("--concurrent-tokens", type=int, default=96)
     parser.add_argument("--concurrent-runs", type=int, default=3)
     parser.add_argument("--kv-prompt", type=int, default=4096)
+    parser.add_argument("--compare-dtypes", nargs="*", default=None,
+                        help="also time the model in these dtypes (decode, logits vs the main dtype, 4 sessions); "
+                             "default: bfloat16 when the engine runs float32 on a CPU with oneDNN bfloat16")
     parser.add_argument("--skip", nargs="*", default=[], choices=["ttft", "trace", "decode", "concurrency", "kv"])
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: on a shared machine, multi-threaded matmuls stall "
@@ -309,6 +318,7 @@ def main() -> None:
           f"attention {engine.model.config._attn_implementation}, torch threads {torch.get_num_threads()}, "
           f"built+loaded in {time.perf_counter() - t0:.1f}s")
     print(f"machine load (1/5/15 min): {load_average()} on {os.cpu_count()} CPUs")
+    others = load_other_dtypes(source, args, engine)
 
     rng = random.Random(0)
     rows = []
@@ -331,7 +341,7 @@ def main() -> None:
               f"ideal {trace['ideal']:,} tokens")
         rows.append(("prefill computed / ideal", trace["computed"] / trace["ideal"], "<= 1.01"))
     if "decode" not in args.skip:
-        decode = measure_decode(engine, args, rng)
+        decode = measure_decode(engine, args, rng, others)
         print(f"decode: {decode['ours']:.1f} tok/s vs transformers generate {decode['transformers']:.1f} tok/s "
               f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens, median of {args.decode_runs} alternating runs)")
         rows.append(("decode tok/s vs generate", decode["ours"] / decode["transformers"], ">= 1.0"))
@@ -358,6 +368,9 @@ def main() -> None:
             print(f"  {k:>8} {rate:16.1f} {rate / rates[min(rates)]:12.2f}x")
         if 4 in rates and 1 in rates:
             rows.append(("aggregate decode, 4 sessions / 1", rates[4] / rates[1], ">= 2.5"))
+    if others:
+        print_dtype_table(engine, others, args, rng, decode if "decode" not in args.skip else {},
+                          rates if "concurrency" not in args.skip else {})
     if "kv" not in args.skip:
         kv = measure_kv_bytes(engine, args, rng)
         print(f"K/V bytes per cached token after one {kv['tokens']:,}-token request: {kv['accounted']:,} accounted, "
@@ -368,6 +381,41 @@ def main() -> None:
     print("ratios:")
     for name, value, goal in rows:
         print(f"  {name:<44} {value:8.3f}   goal {goal}")
+
+
+def load_other_dtypes(source, args, engine: TransformersEngine) -> dict[str, TransformersEngine]:
+    """The same model in `--compare-dtypes` (default: bfloat16 when the engine runs float32 on a
+    CPU whose oneDNN has bfloat16 kernels)."""
+    names = args.compare_dtypes
+    if names is None:
+        cpu_bf16 = engine.device.type == "cpu" and cpu_linear.onednn_available(torch.bfloat16)
+        names = ["bfloat16"] if engine.layout.shape.dtype == torch.float32 and cpu_bf16 else []
+    return {name: TransformersEngine.from_pretrained(source, device=args.device, dtype=name, pool_tokens=1 << 16)
+            for name in names}
+
+
+def print_dtype_table(engine: TransformersEngine, others: dict[str, TransformersEngine], args, rng: random.Random,
+                      decode: dict, rates: dict[int, float]) -> None:
+    """Per dtype: decode tok/s (from the alternating decode runs), logits on a fixed prompt
+    against the main engine's (float32 by default), and aggregate decode at 4 sessions / 1."""
+    base = str(engine.layout.shape.dtype).removeprefix("torch.")
+    ids = rand_tokens(random.Random(1), 128, engine.vocab_size)
+    sessions = argparse.Namespace(**{**vars(args), "sessions": [1, 4]})
+    print(f"dtypes (logits on a fixed {len(ids)}-token prompt against {base}; packed weights: "
+          f"{engine.metrics()['packed_weight_bytes'] / 1e6:.0f} MB for {base}):")
+    print(f"  {'dtype':<10} {'decode tok/s':>12} {'vs ' + base:>12} {'max |logit diff|':>17} {'of span':>8} "
+          f"{'top token agrees':>17} {'4 sessions / 1':>15}")
+    scaling = rates[4] / rates[1] if 4 in rates and 1 in rates else float("nan")
+    print(f"  {base:<10} {decode.get('ours', float('nan')):12.1f} {1.0:12.2f} {0.0:17.3g} {'':>8} {'100.0%':>17} "
+          f"{scaling:15.2f}")
+    for name, other in others.items():
+        diff = against_float32(other, engine, ids)
+        tok_s = decode.get(f"ours {name}", float("nan"))
+        other_rates = measure_concurrency(other, sessions, rng) if rates else {}
+        scaling = other_rates[4] / other_rates[1] if 4 in other_rates and 1 in other_rates else float("nan")
+        print(f"  {name:<10} {tok_s:12.1f} {tok_s / decode.get('ours', float('nan')):12.2f} "
+              f"{diff['float32_max_logit_diff']:17.3g} {diff['float32_max_logit_diff'] / diff['float32_logit_span']:8.1%} "
+              f"{diff['float32_top_token_agreement']:17.1%} {scaling:15.2f}")
 
 
 def llama_cpp_decoder(args, rng: random.Random):

@@ -123,7 +123,7 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
     with torch.inference_mode():
         full = engine.model(input_ids=torch.tensor([variant], device=engine.device)).logits[0].float()
     diff = float((logits - full[cached:]).abs().max())
-    against = _against_float32(engine, reference, ids) if reference is not None else {}
+    against = against_float32(engine, reference, ids) if reference is not None else {}
 
     config = engine.model.config
     shape = engine.layout.shape
@@ -155,7 +155,10 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
     )
 
 
-def _against_float32(engine: TransformersEngine, reference: TransformersEngine, ids: list[int]) -> dict:
+def against_float32(engine: TransformersEngine, reference: TransformersEngine, ids: list[int]) -> dict:
+    """`engine`'s logits on `ids` (no cache) against those of `reference`, a float32 engine of the
+    same model: the largest difference, the share of positions whose top token agrees, and the
+    largest float32 logit (for scale)."""
     with torch.inference_mode():
         ours = engine.model(input_ids=torch.tensor([ids], device=engine.device)).logits[0].float()
         theirs = reference.model(input_ids=torch.tensor([ids], device=reference.device)).logits[0].float()
