@@ -284,6 +284,7 @@ class TransformersEngine:
             "batch_rows": self.kv.rows,
             "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),
             "packed_weight_bytes": self.packed_weight_bytes,
+            "decode_threads": self._scheduler.worker_threads,
             "hot_buffer_reused_tokens": c["hot_reused_tokens"],
             "page_size": self.page_size,
             "pool_pages_used": self.radix.used_pages,

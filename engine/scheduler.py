@@ -91,6 +91,7 @@ class Scheduler:
         self._resets: list[threading.Event] = []
         self._worker: threading.Thread | None = None
         self.peak_batch = 0
+        self.worker_threads = 0  # torch intra-op threads as the worker thread sees them (0: never started)
 
     # ------------------------------------------------------------------ consumer side
 
@@ -147,6 +148,8 @@ class Scheduler:
         return any(s.cancelled or s.state == "decode" or (s.state == "prefill" and s.acked) for s in self._active)
 
     def _work(self) -> None:
+        # What the model's matmuls run on: intra-op settings can differ per thread.
+        self.worker_threads = torch.get_num_threads()
         while True:
             with self._cv:
                 if not self._has_work():

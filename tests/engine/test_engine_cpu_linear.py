@@ -107,3 +107,10 @@ def test_bfloat16_engine_runs_on_packed_weights_close_to_float32(tiny_llama_path
     again, cached = bf16.prefill_logits(prompt)
     assert cached == len(prompt) - 1
     assert float((again[-1] - logits[-1]).abs().max()) <= 0.02 * scale
+
+
+def test_the_decode_thread_reports_the_torch_threads_it_runs_on(tiny_llama_path):
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
+    assert engine.metrics()["decode_threads"] == 0  # no request yet: no worker thread
+    engine.generate(req(tokens(9, 5), 2))
+    assert engine.metrics()["decode_threads"] == torch.get_num_threads()
