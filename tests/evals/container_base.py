@@ -13,6 +13,7 @@ the test's temporary folder.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -43,8 +44,9 @@ def _copy_into(root: Path, path: str) -> None:
         shutil.copy2(real, target)
 
 
-def build_rootfs(root: Path) -> None:
-    """busybox (sh and the core utilities), bash and python3 in `root`."""
+def build_rootfs(root: Path, *, programs: tuple[str, ...] = (), python_packages: tuple[str, ...] = ()) -> None:
+    """busybox (sh and the core utilities), bash and python3 in `root`, plus host `programs`
+    (e.g. git) and pure-Python packages of this interpreter (e.g. pytest) for python3."""
     busybox = shutil.which("busybox")
     if busybox is None:
         raise RuntimeError("busybox is not installed")
@@ -61,8 +63,36 @@ def build_rootfs(root: Path) -> None:
     python = os.path.realpath(_PYTHON)
     (root / "usr" / "bin").mkdir(parents=True)
     shutil.copy2(python, root / "usr" / "bin" / "python3")
-    for lib in {*_libraries(bash), *_libraries(python)}:
+    binaries = [bash, python]
+    for name in programs:
+        found = shutil.which(name)
+        if found is None:
+            raise RuntimeError(f"{name} is not installed")
+        (root / "usr" / "bin" / name).unlink(missing_ok=True)
+        (root / "bin" / name).unlink(missing_ok=True)  # a busybox applet of that name
+        shutil.copy2(os.path.realpath(found), root / "usr" / "bin" / name)
+        binaries.append(found)
+    for lib in {lib for binary in binaries for lib in _libraries(binary)}:
         _copy_into(root, lib)
+    packages = root / "usr" / "lib" / "python3" / "dist-packages"
+    for name in python_packages:
+        module = __import__(name)
+        source = Path(module.__file__)
+        source = source.parent if source.name == "__init__.py" else source
+        packages.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, packages / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, packages / source.name)
+        for dist_name in importlib.metadata.packages_distributions().get(name, []):
+            # The metadata too: pytest and pluggy read their own versions from it.
+            info = Path(str(importlib.metadata.distribution(dist_name)._path))  # type: ignore[attr-defined]
+            if not (packages / info.name).exists():
+                shutil.copytree(info, packages / info.name)
+    if "pytest" in python_packages:
+        launcher = root / "usr" / "bin" / "pytest"
+        launcher.write_text("#!/usr/bin/python3\nimport sys\nfrom pytest import console_main\nsys.exit(console_main())\n")
+        launcher.chmod(0o755)
     stdlib = Path(python).parent.parent / "lib" / Path(python).name
     shutil.copytree(
         stdlib, root / "usr" / "lib" / stdlib.name, symlinks=True,
@@ -92,22 +122,56 @@ def podman_problem() -> str | None:
     return None
 
 
-def prepare_base_image(folder: Path, env: dict[str, str]) -> str | None:
-    """Import the base image under every tag in BASE_TAGS; the reason when podman cannot run it."""
-    rootfs, tarball = folder / "rootfs", folder / "rootfs.tar"
-    build_rootfs(rootfs)
+def prepare_base_image(
+    folder: Path, env: dict[str, str], tags: tuple[str, ...] = BASE_TAGS, **extras: tuple[str, ...]
+) -> str | None:
+    """Import a base image (build_rootfs with `extras`) under every tag in `tags`; the reason
+    when podman cannot run it."""
+    rootfs, tarball = folder / f"rootfs-{len(extras)}", folder / f"rootfs-{len(extras)}.tar"
+    build_rootfs(rootfs, **extras)
     with tarfile.open(tarball, "w") as tar:
         tar.add(rootfs, arcname=".")
     full_env = {**os.environ, **env}
-    imported = subprocess.run(["podman", "import", str(tarball), BASE_TAGS[0]], capture_output=True, text=True, env=full_env)
+    imported = subprocess.run(["podman", "import", str(tarball), tags[0]], capture_output=True, text=True, env=full_env)
     if imported.returncode != 0:
         return f"podman import failed: {imported.stderr.strip()[-500:]}"
-    for tag in BASE_TAGS[1:]:
-        subprocess.run(["podman", "tag", BASE_TAGS[0], tag], check=True, env=full_env)
+    for tag in tags[1:]:
+        subprocess.run(["podman", "tag", tags[0], tag], check=True, env=full_env)
     probe = subprocess.run(
-        ["podman", "run", "--rm", "--network", "none", BASE_TAGS[0], "python3", "-c", "print('ok')"],
+        ["podman", "run", "--rm", "--network", "none", tags[0], "python3", "-c", "print('ok')"],
         capture_output=True, text=True, env=full_env,
     )  # fmt: skip
     if probe.returncode != 0 or probe.stdout.strip() != "ok":
         return f"podman cannot run a container here: {(probe.stderr or probe.stdout).strip()[-500:]}"
     return None
+
+
+def start_docker_api(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """podman's Docker-compatible API on a unix socket under `folder` (what docker-py, and so the
+    official SWE-bench harness, talks to); returns the service and its DOCKER_HOST."""
+    import time
+
+    socket = folder / "podman.sock"
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{socket}"],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not socket.exists() and time.monotonic() < deadline and service.poll() is None:
+        time.sleep(0.1)
+    if not socket.exists():
+        service.kill()
+        raise RuntimeError("podman system service did not open its socket")
+    return service, f"unix://{socket}"
+
+
+def remove_store(folder: Path, env: dict[str, str]) -> None:
+    """Remove the store's containers and images and its overlay mount, so the folder can go."""
+    full_env = {**os.environ, **env}
+    # The store named outright, never through the environment: a reset of the user's own store
+    # would delete their images.
+    store = ["--root", str(folder / "graph"), "--runroot", str(folder / "run")]
+    subprocess.run(["podman", *store, "system", "reset", "--force"], capture_output=True, env=full_env, timeout=300)
+    overlay = folder / "graph" / "overlay"
+    if overlay.exists():
+        subprocess.run(["umount", "-l", str(overlay)], capture_output=True)

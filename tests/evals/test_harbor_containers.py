@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from container_base import podman_problem, prepare_base_image, store_env
+from container_base import podman_problem, prepare_base_image, remove_store, store_env
 from runner_fakes import FakeRoutes, PrefixCacheBackend
 
 from hitrate.evals import requirements
@@ -51,6 +51,7 @@ def podman(tmp_path_factory):
         else:
             os.environ[name] = value
     requirements.container_runtime.cache_clear()
+    remove_store(folder, env)
 
 
 @pytest.fixture
