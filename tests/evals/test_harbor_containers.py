@@ -76,7 +76,8 @@ def test_with_podman_the_tasks_run_and_suite_check_proves_them_with_the_oracle(s
     assert _containers() == []  # every container of the checks was removed
 
 
-def test_the_shell_runs_in_the_task_container_offline_and_the_workspace_is_its_workdir(suite, tmp_path):
+def test_the_shell_runs_in_the_task_container_offline_and_the_workspace_is_its_workdir(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret-never-in-the-container")
     task = suite.task("sum-column")
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -94,8 +95,13 @@ def test_the_shell_runs_in_the_task_container_offline_and_the_workspace_is_its_w
         # A file written by the file tools under the container's path is the container's file.
         registry.execute("write_file", {"path": "/app/total.txt", "content": "245\n"}, ctx)
         assert registry.execute("shell", {"command": "cat /app/total.txt"}, ctx).content.startswith("245")
+        assert "sk-host-secret" not in registry.execute("shell", {"command": "env; cat /proc/1/environ"}, ctx).content
         slow = registry.execute("shell", {"command": "sleep 30", "timeout_s": 1}, ctx)
         assert slow.metadata["timed_out"] and "timed out after 1 s" in slow.content
+        # Killed inside the container, not only its exec client (busybox's `timeout` watcher may
+        # linger for its -k grace period, the command itself does not).
+        running = registry.execute("shell", {"command": "ps -o args"}, ctx).content.splitlines()
+        assert "sleep 30" not in [line.strip() for line in running]
         assert environment.verify().resolved
     assert _containers() == []
 
