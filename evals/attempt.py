@@ -14,13 +14,14 @@ session, and the tests run again (Aider's benchmark does the same). Both tries a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from hitrate.evals.grading import GradeResult, grade
+from hitrate.evals.harbor_env import HarborEnvironment
 from hitrate.evals.naive import NAIVE_TOOL_ORDER, registration_order, use_naive_layout
 from hitrate.evals.nonce import with_run_nonce
+from hitrate.evals.requirements import container_cli
 from hitrate.evals.replay import reference_turns, turns_from_messages
 from hitrate.evals.settings import EvalSettings, RouteSource
 from hitrate.evals.task import Task
+from hitrate.evals.task_graders import HarborGrader
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
 from hitrate.harness.events import CallRecorded
 from hitrate.harness.policy import ModelPolicy, Policy, RecordedTurn, ReplayPolicy
@@ -51,6 +55,13 @@ _INFRA_CALL_KINDS = frozenset(RETRYABLE_KINDS) | {"auth"}
 FEEDBACK = (
     "The hidden tests were run on your work and some failed. The tests are correct: change the code "
     "so that they pass. Their output:\n\n```\n{output}\n```"
+)
+
+
+# Said ahead of a containerised task's instruction: the paths it names are the container's.
+CONTAINER_NOTE = (
+    "This task is set in a container. The shell runs inside it, in {workdir}; the workspace the file "
+    "tools edit is that same folder (give paths relative to it, or absolute under {workdir}).\n\n"
 )
 
 
@@ -184,6 +195,17 @@ def _grade_entry(graded: GradeResult) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def task_environment(task: Task, workspace: Path) -> Iterator[HarborEnvironment | None]:
+    """The container a task is set in (a Harbor task's), removed when the attempt ends; None for
+    tasks that run in the host sandbox. Its build and verifier logs go next to the workspace."""
+    if not isinstance(task.spec.grader, HarborGrader):
+        yield None
+        return
+    with HarborEnvironment(task, container_cli(), workspace.with_name(workspace.name + "-logs")) as environment:
+        yield environment
+
+
 class TaskAttempt:
     """Runs one TaskJob to an outcome and records it (see the module docstring)."""
 
@@ -224,6 +246,7 @@ class TaskAttempt:
             finally:
                 if not ctx.keep_workspaces:
                     shutil.rmtree(workspace, ignore_errors=True)
+                    shutil.rmtree(workspace.with_name(workspace.name + "-logs"), ignore_errors=True)
             if outcome is None:
                 return None
             wall = time.monotonic() - started
@@ -289,8 +312,24 @@ class TaskAttempt:
         policy = _policy(self.ctx, task, 1)
         if policy is None:
             return {"error": f"run {settings.replay_from} has no recorded turns for task {task.id}"}, "infra_error", None
+        with task_environment(task, workspace) as environment:
+            return self._run_with(ledger, row_id, workspace, records, policy, environment)
+
+    def _run_with(
+        self,
+        ledger: Ledger,
+        row_id: str,
+        workspace: Path,
+        records: list[Any],
+        policy: Policy,
+        environment: HarborEnvironment | None,
+    ) -> tuple[dict[str, Any], str | None, int | None]:
+        task, settings = self.job.task, self.ctx.settings
         limits = task.spec.limits
+        shell = environment.start(workspace) if environment is not None else None
         session = self._session(ledger, row_id, workspace)
+        if shell is not None:
+            session.tool_context = dataclasses.replace(session.tool_context, container=shell)
         tries: list[dict[str, Any]] = []
         outcome, pass_try = "infra_error", None
         agent_result: AgentResult | None = None
@@ -302,14 +341,14 @@ class TaskAttempt:
                 cancel=self.cancel,
             )
             with _WallClock(limits.max_wall_s, self.cancel) as clock:
-                message = task.instruction
+                message = task.instruction if shell is None else CONTAINER_NOTE.format(workdir=shell.workdir) + task.instruction
                 for try_number in range(1, settings.tries + 1):
                     before = len(session.transcript.messages)
                     agent_result = agent.run(message)
                     if agent_result.status == "cancelled" and self.user_cancel.is_set():
                         return {}, None, None
                     turns = turns_from_messages(session.transcript.messages[before:])
-                    graded = grade(task, workspace)
+                    graded = environment.verify() if environment is not None else grade(task, workspace)
                     outcome = classify(agent_result, graded, wall_fired=clock.fired)
                     tries.append({
                         "try": try_number,

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from hitrate.evals.container_cli import ContainerError
 from hitrate.evals.grading import OUTPUT_CAPTURE_BYTES, OUTPUT_TAIL_CHARS, GradeResult, clean_test_output
 from hitrate.evals.junit import TestOutcome, match_outcomes, parse_junit
 from hitrate.evals.reward_hacking import suspicious_changes
@@ -32,6 +33,8 @@ SWEBENCH_EXIT = ">>>>> Test Exit Code"
 def grade_benchmark(task: Task, source: Path, overlay: Path | None, timeout_s: float | None, root: Path) -> GradeResult:
     grader = task.spec.grader
     work_dir = root / "work"
+    if isinstance(grader, HarborGrader):
+        return _grade_harbor(task, source, overlay, root)
     shutil.copytree(source, work_dir, symlinks=True, ignore=_COPY_IGNORE)
     if overlay is not None:
         shutil.copytree(overlay, work_dir, symlinks=True, ignore=_COPY_IGNORE, dirs_exist_ok=True)
@@ -40,9 +43,33 @@ def grade_benchmark(task: Task, source: Path, overlay: Path | None, timeout_s: f
         return _grade_command(task, grader, source, work_dir, root, limit)
     if isinstance(grader, SwebenchGrader):
         return _grade_swebench(task, grader, source, work_dir, root, limit)
-    if isinstance(grader, HarborGrader):
-        raise RuntimeError(f"task {task.id}: Terminal-Bench tasks cannot be graded outside their container")
     raise TypeError(f"task {task.id}: unknown grader {grader!r}")
+
+
+def _grade_harbor(task: Task, source: Path, overlay: Path | None, root: Path) -> GradeResult:
+    """A fresh container of the task with `source` laid over its working directory; `overlay`
+    being the task's solution/ means Harbor's oracle (solve.sh runs first), any other folder is
+    copied over the workspace like for other tasks."""
+    from hitrate.evals.harbor_env import HarborEnvironment
+    from hitrate.evals.requirements import container_cli
+
+    work_dir = root / "work"
+    shutil.copytree(source, work_dir, symlinks=True, ignore=_COPY_IGNORE)
+    oracle = overlay is not None and overlay.resolve() == task.solution_dir.resolve()
+    if overlay is not None and not oracle:
+        shutil.copytree(overlay, work_dir, symlinks=True, ignore=_COPY_IGNORE, dirs_exist_ok=True)
+    try:
+        with HarborEnvironment(task, container_cli(), root / "logs") as environment:
+            environment.start(work_dir)
+            if oracle:
+                environment.run_oracle()
+            return environment.verify()
+    except ContainerError as exc:
+        return GradeResult(
+            task_id=task.id, resolved=False, outcomes={t: TestOutcome.missing for t in task.test_ids}, unlisted={},
+            f2p_passed=0, f2p_total=len(task.fail_to_pass), p2p_passed=0, p2p_total=0, exit_code=None,
+            timed_out=False, infra_error=str(exc), duration_s=0.0, output="", confined=True,
+        )  # fmt: skip
 
 
 def _run_confined(task: Task, argv: list[str], work_dir: Path, root: Path, env: dict[str, str], limit: float):

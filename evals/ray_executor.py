@@ -99,7 +99,8 @@ def run_task_remote(payload: dict[str, Any]) -> dict[str, Any]:
         row = ledger.get_task(row_id)
         if row.outcome is not None:
             # Where the task ran, for the report and for chasing a flaky node.
-            ledger.finish_task(row_id, row.outcome, {**row.detail, "executor": "ray", "worker_pid": os.getpid(), "node": os.uname().nodename})
+            where = {"executor": "ray", "worker_pid": os.getpid(), "node": os.uname().nodename, "ray_node_id": _node_id()}
+            ledger.finish_task(row_id, row.outcome, {**row.detail, **where})
         ledger.finish_run(run_id, status="finished")
     conn = sqlite3.connect(shard)
     try:
@@ -137,6 +138,16 @@ def _ray():
     except ImportError as exc:
         raise EvalError("--executor ray needs Ray: pip install 'hitrate[cluster]'") from exc
     return ray
+
+
+def _node_id() -> str | None:
+    """The Ray node this worker runs on (several nodes can share a host name)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # outside a Ray worker
+        return None
 
 
 def run_eval_ray(

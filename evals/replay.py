@@ -7,7 +7,8 @@ assistant turns come from a script (`harness.policy.ReplayPolicy`).
 - The **reference sequence** of a task is derived from its files: list the workspace, read the
   files the solution touches, write each solution file, check that the workspace compiles (the
   hidden tests are not in the workspace, by design), finish. Replayed, it must pass: an
-  end-to-end check of the runner and the grading.
+  end-to-end check of the runner and the grading. A Harbor task's reference runs its
+  `solution/solve.sh` through the shell tool, in the task's container.
 - A **recorded sequence** is what an earlier run's agent did: the runner stores each try's
   assistant turns (text and tool calls with their exact argument text) in the task's ledger
   detail, and `recorded_sequences` reads them back.
@@ -16,6 +17,7 @@ assistant turns come from a script (`harness.policy.ReplayPolicy`).
 from __future__ import annotations
 
 from hitrate.evals.task import Task
+from hitrate.evals.task_graders import HarborGrader
 from hitrate.harness.agent import is_closing_note
 from hitrate.harness.policy import RecordedToolCall, RecordedTurn
 from hitrate.projection.transcript import AssistantMessage, Message, TextBlock
@@ -38,8 +40,25 @@ def _solution_files(task: Task) -> list[str]:
     return sorted(files)
 
 
+def _oracle_turns(task: Task, grader: HarborGrader) -> list[RecordedTurn]:
+    """A Harbor task's reference: its solve.sh, run through the shell tool in the task's container
+    (what Harbor's oracle agent runs, but as an agent step, so the run measures real traffic)."""
+    script = task.solution_dir / "solve.sh"
+    if not script.is_file():
+        raise ReplayError(f"task {task.id} has no solution/solve.sh to replay")
+    command = script.read_text(encoding="utf-8")
+    timeout = int(min(grader.agent_timeout_s, 1800))
+    return [
+        RecordedTurn(text="I'll look at the working directory first.", tool_calls=[RecordedToolCall(name="list_dir", arguments={"path": "."})]),
+        RecordedTurn(text="Running the solution.", tool_calls=[RecordedToolCall(name="shell", arguments={"command": command, "timeout_s": timeout})]),
+        RecordedTurn(text="Done: the task is solved."),
+    ]
+
+
 def reference_turns(task: Task) -> list[RecordedTurn]:
     """The reference tool-call sequence of `task` (see the module docstring)."""
+    if isinstance(task.spec.grader, HarborGrader):
+        return _oracle_turns(task, task.spec.grader)
     files = _solution_files(task)
     if not files:
         raise ReplayError(f"task {task.id} has no solution files to derive a reference sequence from")

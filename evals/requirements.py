@@ -8,9 +8,11 @@ task environments need a container runtime), and runs go on without it.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 
+from hitrate.evals.container_cli import ContainerCli, ContainerError
 from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader
 
 CONTAINER_RUNTIMES = ("docker", "podman")
@@ -19,16 +21,19 @@ CONTAINER_RUNTIMES = ("docker", "podman")
 @functools.cache
 def container_runtime() -> tuple[str | None, str]:
     """(program, "") for the first runtime whose daemon answers, else (None, why not).
+    `HITRATE_CONTAINER_RUNTIME` (docker, podman or a path) picks one instead of the first found.
 
     A `docker` client without a reachable daemon is not a runtime, so the probe asks the daemon."""
     reasons = []
-    for name in CONTAINER_RUNTIMES:
+    chosen = os.environ.get("HITRATE_CONTAINER_RUNTIME", "").strip()
+    for name in (chosen,) if chosen else CONTAINER_RUNTIMES:
         program = shutil.which(name)
         if program is None:
             continue
         try:
             probe = subprocess.run(
-                [program, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=15
+                # `version` asks the daemon (docker) or the engine (podman) with one format both take.
+                [program, "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=15
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             reasons.append(f"{name}: {exc}")
@@ -38,7 +43,7 @@ def container_runtime() -> tuple[str | None, str]:
         last = (probe.stderr or probe.stdout).strip().splitlines()
         reasons.append(f"{name}: {last[-1] if last else f'exit {probe.returncode}'}")
     if not reasons:
-        return None, "neither docker nor podman is on PATH"
+        return None, f"{chosen} (HITRATE_CONTAINER_RUNTIME) is not on PATH" if chosen else "neither docker nor podman is on PATH"
     return None, "; ".join(reasons)
 
 
@@ -78,5 +83,13 @@ def unmet(grader: Grader | None) -> str | None:
         runtime, why = container_runtime()
         if runtime is None:
             return f"a Terminal-Bench task runs in its environment/ container; no container runtime is reachable ({why})"
-        return "running the agent inside a Terminal-Bench task container is not supported by this version"
+        return None
     raise TypeError(f"unknown grader {grader!r}")
+
+
+def container_cli() -> ContainerCli:
+    """The reachable runtime's CLI; ContainerError (with why) when there is none."""
+    program, why = container_runtime()
+    if program is None:
+        raise ContainerError(f"no container runtime is reachable ({why})")
+    return ContainerCli(program)

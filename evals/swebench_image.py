@@ -81,14 +81,20 @@ def grade_in_image(task: Task, grader: SwebenchGrader, work_dir: Path, root: Pat
     infra_error = None
     entry: dict[str, Any] = {}
     try:
-        _id, report = run_evaluation.run_instance(spec, prediction, docker.from_env(), run_id, timeout=int(limit))
-        entry = (report or {}).get(grader.instance_id) or {}
+        # An unchanged workspace has no diff to apply (the harness would fail applying an empty
+        # patch): its own negative-test mode runs the tests on the base commit instead.
+        outcome = run_evaluation.run_instance(spec, prediction, docker.from_env(), run_id, timeout=int(limit), skip_patch=not patch)
+        # run_instance answers None when it hit an error of its own (logged in run_instance.log).
+        entry = (outcome[1] or {}).get(grader.instance_id) or {} if outcome else {}
         if not entry:
             infra_error = "the official harness produced no report (see its run_instance.log)"
-        elif entry.get("infra_failure"):
-            infra_error = "the official harness reported an infrastructure failure"
+        elif entry.get("infra_failure") or entry.get("infra_failure_reason"):
+            reason = entry.get("infra_failure_reason") or "unspecified"
+            infra_error = f"the official harness reported an infrastructure failure ({reason}; see its test_output.txt)"
         elif entry.get("patch_exists") and not entry.get("patch_successfully_applied"):
-            infra_error = "the workspace's diff did not apply in the official image"
+            # The harness says so whenever the log holds no readable test result: a diff that did
+            # not apply, or tests that never ran.
+            infra_error = "the official harness found no test result in the log (the diff did not apply, or the tests did not run; see its test_output.txt)"
     except Exception as exc:  # docker errors, image pulls, the harness's EvaluationError
         infra_error = f"official SWE-bench harness: {type(exc).__name__}: {exc}"
     log_dir = log_root / run_id / "hitrate" / grader.instance_id

@@ -82,6 +82,9 @@ class HarborGrader(BaseModel):
     verifier_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     agent_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     allow_internet: bool = False
+    build_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    cpus: Annotated[float, Field(gt=0)] | None = None
+    memory_mb: Annotated[int, Field(gt=0)] | None = None
 
 
 Grader = Annotated[Union[CommandGrader, SwebenchGrader, HarborGrader], Field(discriminator="kind")]

@@ -20,7 +20,7 @@ from hitrate.harness.events import (
 )
 from hitrate.harness.commands.format import colour_wanted
 from hitrate.harness.summary import SessionSummary, count_text, money, summary_lines
-from hitrate.harness.terminal_text import VisibleStream, visible
+from hitrate.harness.terminal_text import VisibleStream, json_escaped, visible
 
 # SGR codes (ECMA-48), used only when colour_wanted() says the stream is a terminal without NO_COLOR.
 _STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -142,5 +142,6 @@ class JsonLinesPrinter:
         self.out = out or sys.stdout
 
     def __call__(self, event: BaseModel) -> None:
-        self.out.write(event.model_dump_json() + "\n")
+        # Model text is in these lines: C1 and bidi controls are escaped like JSON escapes C0.
+        self.out.write(json_escaped(event.model_dump_json()) + "\n")
         self.out.flush()

@@ -65,3 +65,15 @@ def visible_value(value: object) -> object:
     if isinstance(value, list):
         return [visible_value(v) for v in value]
     return value
+
+
+def json_escaped(text: str) -> str:
+    """JSON text with every terminal control character that JSON leaves raw (C1, DEL, bidi and
+    tag characters; JSON already escapes C0) written as a \\u escape: still the same JSON
+    value, and a terminal the lines are printed on obeys none of them."""
+    return _UNSAFE.sub(lambda found: "".join(f"\\u{unit:04x}" for unit in _utf16_units(found.group())), text)
+
+
+def _utf16_units(char: str) -> list[int]:
+    encoded = char.encode("utf-16-be")
+    return [int.from_bytes(encoded[i : i + 2], "big") for i in range(0, len(encoded), 2)]

@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Generic, Mapping, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.tools.confine import ConfinementPolicy
+from hitrate.tools.container_shell import ContainerShell
 from hitrate.tools.sandbox import Sandbox
 
 @dataclass(frozen=True)
@@ -110,6 +111,9 @@ class ToolContext:
     # Where no OS sandbox exists, shell commands need the user's approval one by one; True lets
     # them run unconfined without asking (an explicit opt-in for trusted, headless use).
     allow_unconfined_shell: bool = False
+    # A task set in its own container image (Terminal-Bench / Harbor): shell commands run in that
+    # container, whose working directory is the workspace (bind-mounted), not on the host.
+    container: ContainerShell | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -117,7 +121,7 @@ class ToolContext:
 
     @cached_property
     def sandbox(self) -> Sandbox:
-        return Sandbox(self.workspace)
+        return Sandbox(self.workspace, alias=self.container.workdir if self.container is not None else None)
 
     def approved(self, tool: str, args: BaseModel) -> bool:
         """Ask the hook; a Refusal with a reason raises ToolRefused, so the reason reaches the

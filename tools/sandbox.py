@@ -81,13 +81,16 @@ def _within(path: Path, root: Path) -> bool:
 class Sandbox:
     """Resolves model-supplied paths inside one workspace root and refuses everything else."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], alias: str | None = None) -> None:
         given = Path(os.path.abspath(os.fspath(root)))
         real = Path(os.path.realpath(given))
         if not real.is_dir():
             raise SandboxError(f"workspace {os.fspath(root)!r} is not a directory")
         self._root_given = given
         self.root = real
+        # Where the workspace is mounted inside a task's container (/app): the shell and the task's
+        # instruction name files by that path, so the file tools take it too.
+        self._alias = Path(os.path.normpath(alias)) if alias and os.path.isabs(alias) and alias != "/" else None
 
     def resolve(self, path: str) -> Path:
         """Return the real, absolute location of `path`, or raise SandboxError saying why not.
@@ -105,7 +108,9 @@ class Sandbox:
         raw = Path(path)
         if raw.is_absolute():
             lexical = Path(os.path.normpath(raw))
-            if _within(lexical, self._root_given) and not _within(lexical, self.root):
+            if self._alias is not None and _within(lexical, self._alias):
+                lexical = self.root / lexical.relative_to(self._alias)
+            elif _within(lexical, self._root_given) and not _within(lexical, self.root):
                 lexical = self.root / lexical.relative_to(self._root_given)
             if not _within(lexical, self.root):
                 raise SandboxError(

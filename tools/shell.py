@@ -15,6 +15,7 @@ the command's environment is an allowlist, never the harness's own.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import selectors
 import shutil
@@ -29,6 +30,7 @@ from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
 from hitrate.tools.confine import allowed_env, detect, sandboxed_argv
+from hitrate.tools.container_shell import ContainerShell
 
 POLL_S = 0.05
 DRAIN_AFTER_EXIT_S = 1.0
@@ -237,6 +239,8 @@ class ShellTool(Tool[ShellArgs]):
             raise ToolError("command is empty")
         if "\x00" in args.command:
             raise ToolError("command contains a NUL byte")
+        if ctx.container is not None:
+            return self._run_in_container(args, ctx, ctx.container)
         sandbox = detect()
         if sandbox.confined or ctx.allow_unconfined_shell:
             if not ctx.approved(self.name, args):
@@ -269,6 +273,34 @@ class ShellTool(Tool[ShellArgs]):
             kill_grace_s=ctx.limits.shell_kill_grace_s,
             cancel=ctx.cancel,
         )
+        return self._result(outcome, timeout, {"withheld_env": withheld, "confined": sandbox.confined, "sandbox": sandbox.kind})
+
+    def _run_in_container(self, args: ShellArgs, ctx: ToolContext, container: ContainerShell) -> ToolResult:
+        # The container is the confinement: the command sees the task image, the mounted
+        # workspace and nothing else of the host, so it needs no more approval than a sandboxed one.
+        if not ctx.approved(self.name, args):
+            return refused(self.name)
+        timeout = min(float(args.timeout_s), ctx.limits.shell_max_timeout_s)
+        # The client only carries the output: the container's own `timeout` stops the command, and
+        # the client's deadline (a little later) covers an image without one.
+        started = time.monotonic()
+        outcome = run_command(
+            container.argv(args.command, timeout),
+            cwd=str(ctx.sandbox.root),
+            env=_client_env(),
+            timeout_s=timeout + 10.0,
+            max_output_bytes=ctx.limits.output_max_chars,
+            kill_grace_s=ctx.limits.shell_kill_grace_s,
+            cancel=ctx.cancel,
+        )
+        ran_out = time.monotonic() - started >= timeout - 0.5
+        if outcome.exit_code in (124, 137, 143) and ran_out and not outcome.timed_out:
+            # When it fires, coreutils' `timeout` exits 124 (137 if it needed SIGKILL); busybox's
+            # exits 143 (the command's SIGTERM status).
+            outcome = dataclasses.replace(outcome, timed_out=True)
+        return self._result(outcome, timeout, {"confined": True, "sandbox": "container", "container": container.describe()})
+
+    def _result(self, outcome: CommandOutcome, timeout: float, metadata: dict[str, object]) -> ToolResult:
         text = outcome.output if outcome.output else "(no output)\n"
         if not text.endswith("\n"):
             text += "\n"
@@ -289,8 +321,15 @@ class ShellTool(Tool[ShellArgs]):
                 "cancelled": outcome.cancelled,
                 "output_bytes": outcome.output_bytes,
                 "cut_bytes": outcome.cut_bytes,
-                "withheld_env": withheld,
-                "confined": sandbox.confined,
-                "sandbox": sandbox.kind,
+                **metadata,
             },
         )
+
+
+def _client_env() -> dict[str, str]:
+    """The runtime client's environment: what it needs to find its daemon or storage, no secrets
+    (the command inside gets the container's environment, not this one)."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+            "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "CONTAINER_HOST", "CONTAINERS_CONF",
+            "CONTAINERS_STORAGE_CONF", "CONTAINERS_REGISTRIES_CONF")  # fmt: skip
+    return {name: os.environ[name] for name in keep if name in os.environ}

@@ -5,8 +5,9 @@ A task folder holds `task.toml` (`[metadata]`, `[verifier] timeout_sec`, `[agent
 (`test.sh`, which writes /logs/verifier/reward.txt or reward.json) and `solution/` (`solve.sh`,
 the oracle). Accepted layouts: one task folder, a folder of them, or a dataset with `tasks/`.
 
-Harbor runs the agent and the verifier inside the task's container, so these tasks need a
-container runtime; without one they are listed as unavailable with the reason (`requirements`).
+Harbor runs the agent and the verifier inside the task's container, and so does hitrate
+(`harbor_env`): these tasks need a container runtime (docker or podman); without one they are
+listed as unavailable with the reason (`requirements`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def convert_task(folder: Path, out: Path, source: Path) -> str | None:
     for part in ("environment", "tests"):
         if not (folder / part).is_dir():
             return f"no {part}/ folder"
+    if not (folder / "environment" / "Dockerfile").is_file():
+        if (folder / "environment" / "docker-compose.yaml").is_file():
+            return "its environment is a docker-compose project (several services); only a Dockerfile environment runs here"
+        return "no environment/Dockerfile"
     if not (folder / "tests" / "test.sh").is_file():
         return "no tests/test.sh"
     if not (folder / "solution" / "solve.sh").is_file():
@@ -74,10 +79,28 @@ def convert_task(folder: Path, out: Path, source: Path) -> str | None:
             "verifier_timeout_s": float(verifier.get("timeout_sec", 600.0)),
             "agent_timeout_s": agent_timeout,
             "allow_internet": bool(environment.get("allow_internet", False)),
+            "build_timeout_s": float(environment.get("build_timeout_sec", 600.0)),
+            **_resources(environment),
         },
         "source": {"benchmark": "terminal-bench", "instance": folder.name, "paths": [str(source)]},
     })  # fmt: skip
     return None
+
+
+def _resources(environment: dict[str, Any]) -> dict[str, Any]:
+    """cpus and memory as task.toml gives them: `memory_mb` (Terminal-Bench 2) or `memory` ("4G")."""
+    found: dict[str, Any] = {}
+    if environment.get("cpus"):
+        found["cpus"] = float(environment["cpus"])
+    memory = environment.get("memory_mb") or environment.get("memory")
+    if isinstance(memory, (int, float)) and memory > 0:
+        found["memory_mb"] = int(memory)
+    elif isinstance(memory, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)i?[bB]?\s*", memory)
+        if match:
+            scale = {"k": 1 / 1024, "m": 1, "g": 1024, "": 1 / (1024 * 1024)}[match.group(2).lower()]
+            found["memory_mb"] = max(1, int(float(match.group(1)) * scale))
+    return found
 
 
 def convert(source: Path, out: Path, repos: Path | None) -> dict[str, str]:

@@ -152,3 +152,25 @@ def test_a_resumed_session_shown_in_the_tui_has_its_escapes_shown_too() -> None:
     for item in items:
         _assert_shown_not_obeyed(item.text)
     assert items[2].args["command"] == 'printf "\\x1b]52;c;AAAA\\x07"'
+
+
+def test_run_json_lines_keep_the_text_and_escape_what_json_leaves_raw(fake_server, workspace, tmp_path) -> None:
+    """`hitrate run --json`: JSON escapes C0 itself, but leaves C1, DEL and bidi controls raw."""
+    import json
+
+    from hitrate.harness.cli import _register_all
+    import typer
+
+    fake_server.push(Reply(text=HOSTILE))
+    app = typer.Typer()
+    _register_all(app)
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fake_server.url, "NO_COLOR": "1"}
+    result = CliRunner().invoke(app, ["run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--json",
+                                      "--db", str(tmp_path / "x.db")], env=env)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert CONTROL.search(result.stdout) is None, repr(CONTROL.search(result.stdout))
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    # Escaped for the terminal, the same JSON values: the model's text arrives whole.
+    [turn] = [e for e in events if e["type"] == "assistant_turn"]
+    assert turn["text"] == HOSTILE
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == HOSTILE
