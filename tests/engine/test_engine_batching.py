@@ -139,6 +139,39 @@ def test_a_long_prompt_is_prefilled_between_the_other_requests_decode_steps(tiny
     assert decoded_meanwhile >= 10, events  # not stalled for the whole 600-token prefill
 
 
+def test_requests_that_arrive_together_are_prefilled_in_one_step_and_decode_together(tiny_llama_path):
+    """Every decode step runs all three rows: none starts a step late, so none ends a step early
+    and the last steps never run at a smaller batch."""
+    from hitrate.engine.sequence import make_sequence
+
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
+    scheduler = engine._scheduler
+    shapes: list[tuple[int, int]] = []
+    forward = scheduler._forward
+
+    def recording(input_ids, *args, **kwargs):
+        shapes.append(tuple(input_ids.shape))
+        return forward(input_ids, *args, **kwargs)
+
+    scheduler._forward = recording
+    requests = [req(tokens(60 + i, 5 + 7 * i), max_tokens=6) for i in range(3)]
+    seqs = []
+    with scheduler._cv:  # the worker admits all three at once
+        for r in requests:
+            seq = make_sequence(r, list(r.prompt_ids))
+            seq.acked = True  # as if each consumer had already taken PrefillStarted
+            seqs.append(scheduler.submit(seq))
+    results = []
+    for seq in seqs:
+        while not isinstance(item := seq.out.get(timeout=60), GenerationResult):
+            assert not isinstance(item, BaseException), item
+        results.append(item)
+    assert [len(r.token_ids) for r in results] == [6, 6, 6]
+    prefills, decodes = shapes[:3], shapes[3:]
+    assert [p[1] for p in prefills] == [5, 12, 19]
+    assert decodes == [(3, 1)] * 5, shapes
+
+
 def test_a_client_that_goes_away_frees_its_row_at_once(tiny_llama_path):
     engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=1)
     prompt = tokens(50, 20)
