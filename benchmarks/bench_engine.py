@@ -47,7 +47,7 @@ from hitrate.engine.api import GenerationRequest, SamplingParams
 from hitrate.engine.radix import common_prefix_length
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.seq_cache import SequenceCache
-from hitrate.engine.verify import against_float32
+from hitrate.engine.verify import DEFAULT_PROMPT, against_float32
 from hitrate.engine.tiny import build_tiny_model
 
 # name -> build_tiny_model shape (Llama architecture)
@@ -409,12 +409,12 @@ def load_other_dtypes(source, args, engine: TransformersEngine) -> dict[str, Tra
 
 def print_dtype_table(engine: TransformersEngine, others: dict[str, TransformersEngine], args, rng: random.Random,
                       decode: dict, rates: dict[int, dict[str, float]]) -> None:
-    """Per dtype: decode tok/s (from the alternating decode runs), logits on a fixed prompt
-    against the main engine's (float32 by default), and aggregate decode at 4 sessions / 1."""
+    """Per dtype: decode tok/s (from the alternating decode runs), logits on the verify command's
+    prompt against the main engine's (float32 by default), and aggregate decode at 4 sessions / 1."""
     base = str(engine.layout.shape.dtype).removeprefix("torch.")
-    ids = rand_tokens(random.Random(1), 128, engine.vocab_size)
+    ids = engine.tokenizer(DEFAULT_PROMPT)["input_ids"]  # text: random ids would exaggerate a real model's differences
     sessions = argparse.Namespace(**{**vars(args), "sessions": [1, 4]})
-    print(f"dtypes (logits on a fixed {len(ids)}-token prompt against {base}; packed weights: "
+    print(f"dtypes (logits on `hitrate engine verify`'s {len(ids)}-token prompt against {base}; packed weights: "
           f"{engine.metrics()['packed_weight_bytes'] / 1e6:.0f} MB for {base}):")
     print(f"  {'dtype':<10} {'decode tok/s':>12} {'vs ' + base:>12} {'max |logit diff|':>17} {'of span':>8} "
           f"{'top token agrees':>17} {'4 sessions / 1':>15}   (4 / 1: decode steps' span)")
