@@ -12,8 +12,8 @@ from hitrate.harness.cli import add_command, require_extra
 
 DTYPE_HELP = (
     "Weights and K/V cache: float32 (the default on CPU; exact), bfloat16 (the default on GPUs; on a CPU with "
-    "AMX or AVX-512-BF16 about 1.4x float32's decode speed; logits move from float32's by 2-3% of their "
-    "range, and the top token differs at a few % of positions), float16 (GPUs; slow on most CPUs). "
+    "AMX or AVX-512-BF16 about 1.4-1.6x float32's decode speed; logits move from float32's by 1.5-3% of "
+    "their range, and the top token differs at 3-7% of positions), float16 (GPUs; slow on most CPUs). "
     "`hitrate engine verify --dtype` prints the difference on a model."
 )
 
