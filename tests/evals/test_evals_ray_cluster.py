@@ -19,9 +19,6 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from hitrate.evals.benchmarks import canonical_suite  # noqa: E402
-from hitrate.evals.ray_executor import run_eval_ray  # noqa: E402
-from hitrate.evals.settings import EvalSettings  # noqa: E402
 from hitrate.store.ledger import Ledger  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "benchmarks"
@@ -82,12 +79,12 @@ def cluster(tmp_path, monkeypatch):
         for name in ("HITRATE_SUITE_CACHE", "RAY_AUTH_MODE"):
             monkeypatch.setenv(name, env[name])
         monkeypatch.setenv("RAY_ADDRESS", address)
-        ray.init(address=address, log_to_driver=False)
-        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
+        # Asked from another process: this one's first connection is run_eval_ray's own.
+        count = "import ray; ray.init(address='auto', log_to_driver=False); print(len([n for n in ray.nodes() if n['Alive']]))"
+        while subprocess.run([sys.executable, "-c", count], capture_output=True, text=True, env={**env, "RAY_ADDRESS": address}).stdout.strip() != "2":
             if time.monotonic() > deadline:
                 pytest.skip("the second Ray node did not join")
             time.sleep(1)
-        ray.shutdown()  # run_eval_ray connects by RAY_ADDRESS itself
         yield address
     finally:
         if ray.is_initialized():
@@ -97,27 +94,26 @@ def cluster(tmp_path, monkeypatch):
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_a_run_on_a_two_node_cluster_named_by_ray_address(cluster, tmp_path):
+def test_hitrate_eval_runs_on_a_two_node_cluster_named_by_ray_address(cluster, tmp_path):
+    """The driver is `hitrate eval --executor ray` in a process of its own, as a user runs it."""
     fake = _fake()
     server = fake.FakeLLMServer(default=lambda record: fake.Reply(text="ok")).start()
+    db = tmp_path / "runs.db"
     try:
-        settings = EvalSettings(
-            suite=canonical_suite(f"aider-polyglot:{FIXTURES / 'aider-polyglot'}"),
-            model=f"openai-compat/fake@{server.url}/v1",
-            policy="replay",
-            task_ids=["python-leap", "python-raindrops"],
-        )
-        result = run_eval_ray(settings, db_path=tmp_path / "runs.db")
-        nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        done = subprocess.run(
+            [shutil.which("hitrate", path=str(Path(sys.executable).parent)) or "hitrate", "eval", f"aider-polyglot:{FIXTURES / 'aider-polyglot'}", "--policy", "replay",
+             "--executor", "ray", "-m", f"openai-compat/fake@{server.url}/v1", "--db", str(db),
+             "-t", "python-leap", "-t", "python-raindrops"],
+            capture_output=True, text=True, timeout=600, env={**os.environ, "RAY_ADDRESS": cluster, "NO_COLOR": "1"},
+        )  # fmt: skip
     finally:
         server.stop()
-        if ray.is_initialized():
-            ray.shutdown()
-    assert result.status == "finished" and sorted(r.outcome for r in result.results) == ["pass", "pass"]
-    assert len(nodes) == 2
-    with Ledger(tmp_path / "runs.db") as ledger:
-        rows = ledger.tasks(run_id=result.run_id)
-        assert sorted(r.outcome for r in rows) == ["pass", "pass"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with Ledger(db) as ledger:
+        [run] = ledger.runs()
+        rows = ledger.tasks(run_id=run.id)
+        assert sorted((r.name, r.outcome) for r in rows) == [("python-leap", "pass"), ("python-raindrops", "pass")]
         # One CPU per node and two tasks submitted together: one task on each node.
-        assert {r.detail["ray_node_id"] for r in rows} == nodes
-        assert len(ledger.calls(run_id=result.run_id)) == sum(len(ledger.calls(task_id=r.id)) for r in rows) > 0
+        assert len({r.detail["ray_node_id"] for r in rows}) == 2
+        assert all(r.detail["executor"] == "ray" for r in rows)
+        assert len(ledger.calls(run_id=run.id)) == sum(len(ledger.calls(task_id=r.id)) for r in rows) > 0
