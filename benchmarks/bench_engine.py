@@ -11,7 +11,8 @@ Measured in one run and printed as ratios:
   request, the prompt tokens whose K/V no earlier request had computed (at least 1: the last
   prompt token always produces the first logits);
 - decode tokens/s vs transformers `generate` on the same model and prompt (goal >= 1.0x), and vs
-  llama.cpp (`llama-cpp-python`) when it is installed and `--gguf` names a GGUF of the same model
+  llama.cpp (`llama-cpp-python`, `llama_cpp_peer.py`) when it is installed and `--gguf` names a GGUF of
+  the same model, re-quantized by llama.cpp to the engine's float32 (`--llama-ftype`)
   (goal >= 0.9x); the systems alternate run by run and each reports its median, so load from
   other processes on a shared machine hits all of them alike;
 - aggregate decode tokens/s with 1 / 2 / 4 / 8 concurrent sessions (continuous batching; goal at
@@ -44,11 +45,13 @@ import torch
 
 from hitrate.engine import cpu_linear
 from hitrate.engine.api import GenerationRequest, SamplingParams
+from hitrate.engine.compute_thread import off_main_thread
 from hitrate.engine.radix import common_prefix_length
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.seq_cache import SequenceCache
 from hitrate.engine.verify import DEFAULT_PROMPT, against_float32
 from hitrate.engine.tiny import build_tiny_model
+from llama_cpp_peer import FTYPES
 
 # name -> build_tiny_model shape (Llama architecture)
 MODEL_SIZES = {
@@ -74,6 +77,17 @@ def first_token_request(prompt: list[int], salt: str = "") -> GenerationRequest:
     return GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=1), salt=salt)
 
 
+def on_fresh_thread(work):
+    """`work()` on a short-lived thread: the bench's own forwards (generate, the oracles) must not
+    leave an OpenMP pool on the main thread, which would slow the engine's scheduler thread
+    (`hitrate.engine.compute_thread`) and so the comparison. A warm-up matmul starts the fresh
+    thread's pool before the timed work."""
+    def warmed():
+        torch.randn(1, 640) @ torch.randn(640, 2048)
+        return work()
+    return off_main_thread(warmed, name="bench-peer")
+
+
 def measure_ttft(engine: TransformersEngine, args, rng: random.Random) -> dict:
     """Medians over interleaved rounds, so that load changes on a shared machine hit every
     variant alike: each round runs warm (pool gather), warm (buffer reused) and both oracles."""
@@ -85,7 +99,7 @@ def measure_ttft(engine: TransformersEngine, args, rng: random.Random) -> dict:
         result = engine.generate(first_token_request(prefix + rand_tokens(rng, args.suffix, vocab), salt=f"cold-{i}"))
         assert result.cached_tokens == 0
         colds.append(result.ttft_s)
-    oracle = Oracle(engine, prefix, args.suffix)
+    oracle = on_fresh_thread(lambda: Oracle(engine, prefix, args.suffix))
     times: dict[str, list[float]] = {"warm_pool": [], "warm_hot": [], "oracle_dynamic": [], "oracle_sequence": []}
     for _ in range(args.warm_runs):
         engine.generate(first_token_request(rand_tokens(rng, 32, vocab), salt="other"))  # replaces the buffer
@@ -96,8 +110,8 @@ def measure_ttft(engine: TransformersEngine, args, rng: random.Random) -> dict:
         assert result.cached_tokens == args.prefix
         times["warm_hot"].append(result.ttft_s)
         suffix = rand_tokens(rng, args.suffix, vocab)
-        times["oracle_dynamic"].append(oracle.dynamic(suffix))
-        times["oracle_sequence"].append(oracle.sequence(suffix))
+        times["oracle_dynamic"].append(on_fresh_thread(lambda: oracle.dynamic(suffix)))
+        times["oracle_sequence"].append(on_fresh_thread(lambda: oracle.sequence(suffix)))
     return {"cold": statistics.median(colds), **{k: statistics.median(v) for k, v in times.items()}}
 
 
@@ -187,7 +201,7 @@ def measure_decode(engine: TransformersEngine, args, rng: random.Random,
     model, device = engine.model, engine.device
     prompt = rand_tokens(rng, args.decode_prompt, engine.vocab_size)
     n = args.decode_tokens
-    llama = llama_cpp_decoder(args, rng)
+    llama = llama_cpp_run(args)
 
     def ours(salt: str, which: TransformersEngine = engine) -> float:
         params = SamplingParams(max_tokens=n, ignore_eos=True)
@@ -204,11 +218,11 @@ def measure_decode(engine: TransformersEngine, args, rng: random.Random,
         assert out.shape[1] == len(prompt) + n and len(clock.stamps) == n + 1
         return (n - 1) / (clock.stamps[-1] - clock.stamps[1])
 
-    systems = {"ours": lambda i: ours(f"decode-{i}"), "transformers": lambda i: theirs()}
+    systems = {"ours": lambda i: ours(f"decode-{i}"), "transformers": lambda i: on_fresh_thread(theirs)}
     for name, other in (others or {}).items():
         systems[f"ours {name}"] = lambda i, other=other: ours(f"decode-{i}", other)
     if llama is not None:
-        systems["llama.cpp"] = lambda i: llama()
+        systems["llama.cpp"] = lambda i: on_fresh_thread(llama)
     for run in systems.values():  # warm-up: first-call setup, not timed
         run(-1)
     rates: dict[str, list[float]] = {name: [] for name in systems}
@@ -297,6 +311,9 @@ def main() -> None:
     parser.add_argument("--bandwidth-gbps", type=float, default=None,
                         help="device memory bandwidth, for the decode ratio to the bandwidth limit")
     parser.add_argument("--gguf", type=Path, help="a GGUF of a model to time llama.cpp on (optional)")
+    parser.add_argument("--llama-ftype", choices=FTYPES, default="f32",
+                        help="the precision llama.cpp runs --gguf at: re-quantized by llama.cpp to f32 (the engine's "
+                             "default precision, so the same arithmetic) or f16, or as-is")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--concurrent-prompt", type=int, default=64)
     parser.add_argument("--concurrent-tokens", type=int, default=96)
@@ -366,7 +383,8 @@ def main() -> None:
         if llama is None:
             print("llama.cpp: skipped (needs llama-cpp-python installed and --gguf MODEL.gguf)")
         else:
-            print(f"llama.cpp ({args.gguf.name}): {llama:.1f} tok/s decode (same prompt length, alternating runs)")
+            print(f"llama.cpp ({args.llama_model.name}, {args.llama_ftype}): {llama:.1f} tok/s decode "
+                  f"(same prompt length and threads, alternating runs)")
             rows.append(("decode tok/s vs llama.cpp", decode["ours"] / llama, ">= 0.9"))
     if "concurrency" not in args.skip:
         rates = measure_concurrency(engine, args, rng)
@@ -422,7 +440,7 @@ def print_dtype_table(engine: TransformersEngine, others: dict[str, Transformers
     print(f"  {base:<10} {decode.get('ours', float('nan')):12.1f} {1.0:12.2f} {0.0:17.3g} {'':>8} {'100.0%':>17} "
           f"{scaling:15.2f}")
     for name, other in others.items():
-        diff = against_float32(other, engine, ids)
+        diff = on_fresh_thread(lambda: against_float32(other, engine, ids))
         tok_s = decode.get(f"ours {name}", float("nan"))
         other_rates = measure_concurrency(other, sessions, rng) if rates else {}
         scaling = (other_rates[4]["decode"] / other_rates[1]["decode"] if 4 in other_rates and 1 in other_rates
@@ -432,30 +450,20 @@ def print_dtype_table(engine: TransformersEngine, others: dict[str, Transformers
               f"{diff['float32_top_token_agreement']:17.1%} {scaling:15.2f}")
 
 
-def llama_cpp_decoder(args, rng: random.Random):
-    """A callable timing one llama.cpp decode run on `--gguf` (same prompt length and token count,
-    same thread count) and returning its tokens/s, or None when llama-cpp-python is not installed
-    or no GGUF is given."""
+def llama_cpp_run(args):
+    """llama.cpp's decode timer on `--gguf` re-quantized to `--llama-ftype` (same prompt length,
+    token count and thread count); None without llama-cpp-python or --gguf."""
     if args.gguf is None:
         return None
     try:
-        from llama_cpp import Llama
+        import llama_cpp  # noqa: F401
     except ImportError:
         return None
-    llm = Llama(model_path=str(args.gguf), n_ctx=args.decode_prompt + args.decode_tokens + 8,
-                n_threads=args.threads or None, verbose=False)
-    prompt = rand_tokens(rng, args.decode_prompt, llm.n_vocab())
+    from llama_cpp_peer import gguf_as, llama_cpp_decoder
 
-    def run() -> float:
-        llm.reset()
-        stamps = []
-        for _token in llm.generate(prompt, temp=0.0, reset=True):
-            stamps.append(time.perf_counter())
-            if len(stamps) == args.decode_tokens:
-                break
-        return (len(stamps) - 1) / (stamps[-1] - stamps[0])
-
-    return run
+    args.llama_model = gguf_as(args.gguf, args.llama_ftype, Path(tempfile.gettempdir()) / "hitrate-bench-gguf")
+    return llama_cpp_decoder(args.llama_model, threads=args.threads or None, prompt_tokens=args.decode_prompt,
+                             decode_tokens=args.decode_tokens)
 
 
 def engine_model_name(source: str) -> str:

@@ -38,6 +38,7 @@ from hitrate.engine.api import (
     StreamItem,
 )
 from hitrate.engine.batch_kv import BatchKV, sliding_slice_windows
+from hitrate.engine.compute_thread import off_main_thread
 from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.kv_pool import KVPool
 from hitrate.engine.radix import RadixCache
@@ -152,7 +153,33 @@ class TransformersEngine:
         verbose: bool = False,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
-        transformers' progress bars and load logs (silenced otherwise)."""
+        transformers' progress bars and load logs (silenced otherwise). The loading runs on a
+        thread of its own (`compute_thread`), so the main thread keeps no OpenMP pool that would
+        slow the scheduler's decode steps."""
+        arguments = dict(locals())
+        arguments.pop("cls")
+        return off_main_thread(lambda: cls._load(**arguments))
+
+    @classmethod
+    def _load(
+        cls,
+        path_or_hub_id: str | Path,
+        *,
+        device: str | torch.device | None,
+        dtype: str | torch.dtype | None,
+        pool_tokens: int | None,
+        page_size: int,
+        host_tier_tokens: int,
+        model_name: str | None,
+        local_files_only: bool,
+        trust_remote_code: bool,
+        prefill_chunk: int,
+        max_batch: int,
+        interleave_chunk: int,
+        window_pool_tokens: int | None,
+        pack_min_bytes: int | None,
+        verbose: bool,
+    ) -> "TransformersEngine":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         target = loading.resolve_target(device)
