@@ -65,11 +65,8 @@ def _grade_harbor(task: Task, source: Path, overlay: Path | None, root: Path) ->
                 environment.run_oracle()
             return environment.verify()
     except ContainerError as exc:
-        return GradeResult(
-            task_id=task.id, resolved=False, outcomes={t: TestOutcome.missing for t in task.test_ids}, unlisted={},
-            f2p_passed=0, f2p_total=len(task.fail_to_pass), p2p_passed=0, p2p_total=0, exit_code=None,
-            timed_out=False, infra_error=str(exc), duration_s=0.0, output="", confined=True,
-        )  # fmt: skip
+        return GradeResult.one_verdict(task.id, task.fail_to_pass[0], TestOutcome.missing, exit_code=None, timed_out=False,
+                                       infra_error=str(exc), duration_s=0.0, output="", confined=True)  # fmt: skip
 
 
 def _run_confined(task: Task, argv: list[str], work_dir: Path, root: Path, env: dict[str, str], limit: float):
@@ -113,20 +110,9 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
     )
     passed = launch_error is None and not timed_out and exit_code == 0
     outcome = TestOutcome.passed if passed else TestOutcome.failed
-    return GradeResult(
-        task_id=task.id,
-        resolved=passed,
-        outcomes={grader.test_id: outcome},
-        unlisted={},
-        f2p_passed=int(passed),
-        f2p_total=1,
-        p2p_passed=0,
-        p2p_total=0,
-        exit_code=exit_code,
-        timed_out=timed_out,
-        infra_error=launch_error,
-        duration_s=round(duration, 3),
-        output=clean_test_output(output, root)[-OUTPUT_TAIL_CHARS:],
+    return GradeResult.one_verdict(
+        task.id, grader.test_id, outcome, exit_code=exit_code, timed_out=timed_out, infra_error=launch_error,
+        duration_s=round(duration, 3), output=clean_test_output(output, root)[-OUTPUT_TAIL_CHARS:],
         suspicious_changes=[f"edited hidden test file {rel}" for rel in grader.test_files if _differs(source / rel, task.tests_dir / rel)],
         confined=confined,
     )

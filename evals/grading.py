@@ -73,6 +73,17 @@ class GradeResult(BaseModel):
     confined: bool = False
     """Whether the tests ran inside the OS sandbox."""
 
+    @classmethod
+    def one_verdict(cls, task_id: str, test_id: str, outcome: TestOutcome, **fields: object) -> "GradeResult":
+        """The result of a grader with one verdict (a test command's exit status, a reward): it
+        is the task's only fail-to-pass test, and it resolves the task when it passed (and no
+        infra_error says the verdict is not one)."""
+        passed = outcome is TestOutcome.passed
+        return cls(
+            task_id=task_id, resolved=passed and not fields.get("infra_error"), outcomes={test_id: outcome}, unlisted={},
+            f2p_passed=int(passed), f2p_total=1, p2p_passed=0, p2p_total=0, **fields,
+        )  # fmt: skip
+
 
 def grade(
     task: Task,

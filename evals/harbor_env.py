@@ -133,23 +133,10 @@ class HarborEnvironment:
     ) -> GradeResult:
         resolved = bool(rewards) and all(v >= 1.0 for v in rewards.values())
         outcome = TestOutcome.passed if resolved else (TestOutcome.missing if rewards is None else TestOutcome.failed)
-        return GradeResult(
-            task_id=self.task.id,
-            resolved=resolved and infra_error is None,
-            outcomes={REWARD_KEY: outcome},
-            unlisted={},
-            f2p_passed=int(resolved),
-            f2p_total=1,
-            p2p_passed=0,
-            p2p_total=0,
-            exit_code=exit_code,
-            timed_out=timed_out,
-            infra_error=infra_error,
-            duration_s=time.monotonic() - started,
-            output=(f"[verified by tests/test.sh in {self.cli.name} container {(self.container or '')[:12]}]\n" + output)[
-                -OUTPUT_TAIL_CHARS:
-            ],
-            confined=True,
+        label = f"[verified by tests/test.sh in {self.cli.name} container {(self.container or '')[:12]}]\n"
+        return GradeResult.one_verdict(
+            self.task.id, REWARD_KEY, outcome, exit_code=exit_code, timed_out=timed_out, infra_error=infra_error,
+            duration_s=time.monotonic() - started, output=(label + output)[-OUTPUT_TAIL_CHARS:], confined=True,
         )
 
     def close(self) -> None:

@@ -13,11 +13,13 @@ the test's temporary folder.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 BASE_TAGS = ("docker.io/library/python:3.12-slim",)
@@ -175,3 +177,22 @@ def remove_store(folder: Path, env: dict[str, str]) -> None:
     overlay = folder / "graph" / "overlay"
     if overlay.exists():
         subprocess.run(["umount", "-l", str(overlay)], capture_output=True)
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """`env` set in this process for the block (the runtime probe re-asked on entry and exit)."""
+    from hitrate.evals import requirements
+
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    requirements.container_runtime.cache_clear()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        requirements.container_runtime.cache_clear()

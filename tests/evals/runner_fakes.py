@@ -104,3 +104,18 @@ def workspace_of(prompt: Prompt) -> str:
 def first_user_text(prompt: Prompt) -> str:
     first = prompt.messages[0]
     return "".join(getattr(b, "text", "") for b in first.content)
+
+
+def fake_llm_server_module():
+    """The harness tests' recording OpenAI-compatible server on 127.0.0.1 (tests/harness/
+    fake_llm_server.py), loaded once; Ray workers and CLI subprocesses reach it over HTTP."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "fake_llm_server" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("fake_llm_server", Path(__file__).parents[1] / "harness" / "fake_llm_server.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["fake_llm_server"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["fake_llm_server"]

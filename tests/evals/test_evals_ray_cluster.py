@@ -4,7 +4,6 @@ test process. Tasks land on both nodes; their shards come back with the results.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from runner_fakes import fake_llm_server_module
 
 ray = pytest.importorskip("ray")
 
@@ -29,15 +29,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _fake():
-    if "fake_llm_server" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("fake_llm_server", Path(__file__).parents[1] / "harness" / "fake_llm_server.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fake_llm_server"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["fake_llm_server"]
 
 
 def _ray_start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -96,7 +87,7 @@ def cluster(tmp_path, monkeypatch):
 
 def test_hitrate_eval_runs_on_a_two_node_cluster_named_by_ray_address(cluster, tmp_path):
     """The driver is `hitrate eval --executor ray` in a process of its own, as a user runs it."""
-    fake = _fake()
+    fake = fake_llm_server_module()
     server = fake.FakeLLMServer(default=lambda record: fake.Reply(text="ok")).start()
     db = tmp_path / "runs.db"
     try:

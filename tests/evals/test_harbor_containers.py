@@ -6,13 +6,12 @@ on this machine (`container_base`), in a podman store of the tests' own."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from container_base import podman_problem, prepare_base_image, remove_store, store_env
-from runner_fakes import FakeRoutes, PrefixCacheBackend
+from container_base import environment, podman_problem, prepare_base_image, remove_store, store_env
+from runner_fakes import FakeRoutes, PrefixCacheBackend, fake_llm_server_module
 
 from hitrate.evals import requirements
 from hitrate.evals.benchmarks import canonical_suite, resolve_suite
@@ -41,16 +40,8 @@ def podman(tmp_path_factory):
     problem = prepare_base_image(folder, env)
     if problem:
         pytest.skip(problem)
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    requirements.container_runtime.cache_clear()
-    yield env
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    requirements.container_runtime.cache_clear()
+    with environment(env):
+        yield env
     remove_store(folder, env)
 
 
@@ -167,13 +158,5 @@ def test_ray_workers_run_the_tasks_in_their_containers(podman, tmp_path):
 
 
 def _fake_server():
-    import importlib.util
-    import sys
-
-    if "fake_llm_server" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("fake_llm_server", Path(__file__).parents[1] / "harness" / "fake_llm_server.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fake_llm_server"] = module
-        spec.loader.exec_module(module)
-    fake = sys.modules["fake_llm_server"]
+    fake = fake_llm_server_module()
     return fake.FakeLLMServer(default=lambda record: fake.Reply(text="ok")).start()

@@ -16,10 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from container_base import podman_problem, prepare_base_image, remove_store, start_docker_api, store_env
+from container_base import environment, podman_problem, prepare_base_image, remove_store, start_docker_api, store_env
 from runner_fakes import FakeRoutes, PrefixCacheBackend
 
-from hitrate.evals import requirements
 from hitrate.evals.benchmarks import canonical_suite, resolve_suite
 from hitrate.evals.runner import run_eval
 from hitrate.evals.settings import EvalSettings
@@ -90,18 +89,10 @@ def instances(tmp_path_factory):
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
     service, docker_host = start_docker_api(folder, env)
     env["DOCKER_HOST"] = docker_host
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    requirements.container_runtime.cache_clear()
-    yield jsonl
-    service.terminate()
-    service.wait(timeout=30)
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    requirements.container_runtime.cache_clear()
+    with environment(env):
+        yield jsonl
+        service.terminate()
+        service.wait(timeout=30)
     remove_store(folder, env)
 
 
