@@ -46,11 +46,13 @@ def test_a_session_runs_past_a_small_window_to_its_end(tiny_model, workspace, le
     for n in range(4):
         (workspace / f"mod{n}.py").write_text("".join(f"def f{n}_{k}(x):\n    return x * {k} + {n}\n" for k in range(6)))
     # A small head (one tool, a one-line system prompt): the tiny model's tokenizer is nearly byte-level.
+    # 24 output tokens: a random model's reply can open with a `<tool_call>` marker, and a summary
+    # that is all tool call has no text; with a few more tokens every summary here has some.
     inputs = session_inputs(workspace, tools=ToolRegistry([ReadFileTool()]), system="You are a coding agent. Read files when asked.")
     route = Router(env={}).resolve(f"local/{tiny_model}")
     try:
         session = Session(route, workspace, ledger=ledger, inputs=inputs, sink=EventList(), context=lambda: {"date": "d"},
-                          config=SessionConfig(max_output_tokens=12, context_window=WINDOW), sleep=lambda s: None)
+                          config=SessionConfig(max_output_tokens=24, context_window=WINDOW), sleep=lambda s: None)
         result = Agent(session, policy=ReplayPolicy(_turns()), limits=AgentLimits(max_steps=80, show_budget=False)).run(
             "Read every module, one at a time.")
     finally:
