@@ -156,73 +156,52 @@ class TransformersEngine:
         transformers' progress bars and load logs (silenced otherwise). The loading runs on a
         thread of its own (`compute_thread`), so the main thread keeps no OpenMP pool that would
         slow the scheduler's decode steps."""
-        arguments = dict(locals())
-        arguments.pop("cls")
-        return off_main_thread(lambda: cls._load(**arguments))
+        def load() -> "TransformersEngine":
+            from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    @classmethod
-    def _load(
-        cls,
-        path_or_hub_id: str | Path,
-        *,
-        device: str | torch.device | None,
-        dtype: str | torch.dtype | None,
-        pool_tokens: int | None,
-        page_size: int,
-        host_tier_tokens: int,
-        model_name: str | None,
-        local_files_only: bool,
-        trust_remote_code: bool,
-        prefill_chunk: int,
-        max_batch: int,
-        interleave_chunk: int,
-        window_pool_tokens: int | None,
-        pack_min_bytes: int | None,
-        verbose: bool,
-    ) -> "TransformersEngine":
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+            target = loading.resolve_target(device)
+            torch_dtype = loading.resolve_dtype(dtype, target)
+            gguf = loading.gguf_path(path_or_hub_id)
+            if gguf is not None:
+                source, is_folder, extra = str(gguf.parent), True, {"gguf_file": gguf.name}
+            else:
+                (source, is_folder), extra = loading.resolve_source(path_or_hub_id), {}
+            device_map = loading.device_map_for(target)
+            try:
+                with loading.quiet_transformers(verbose):
+                    tokenizer = AutoTokenizer.from_pretrained(
+                        source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code, **extra
+                    )
+                    model = AutoModelForCausalLM.from_pretrained(
+                        source,
+                        dtype=torch_dtype,
+                        local_files_only=local_files_only or is_folder,
+                        trust_remote_code=trust_remote_code,
+                        device_map=device_map,
+                        **extra,
+                    )
+            except (OSError, ValueError, ImportError) as exc:
+                raise EngineError(f"could not load model {str(gguf or source)!r}: {exc}") from exc
+            if gguf is not None and tokenizer.chat_template is None:
+                tokenizer.chat_template = loading.gguf_chat_template(gguf)
+            if device_map is None:
+                model = model.to(target)
+            name = model_name or (gguf.stem if gguf is not None else Path(source).name if is_folder else source)
+            return cls(
+                model,
+                tokenizer,
+                model_name=name,
+                pool_tokens=pool_tokens,
+                page_size=page_size,
+                host_tier_tokens=host_tier_tokens,
+                prefill_chunk=prefill_chunk,
+                max_batch=max_batch,
+                interleave_chunk=interleave_chunk,
+                window_pool_tokens=window_pool_tokens,
+                pack_min_bytes=pack_min_bytes,
+            )
 
-        target = loading.resolve_target(device)
-        torch_dtype = loading.resolve_dtype(dtype, target)
-        gguf = loading.gguf_path(path_or_hub_id)
-        if gguf is not None:
-            source, is_folder, extra = str(gguf.parent), True, {"gguf_file": gguf.name}
-        else:
-            (source, is_folder), extra = loading.resolve_source(path_or_hub_id), {}
-        device_map = loading.device_map_for(target)
-        try:
-            with loading.quiet_transformers(verbose):
-                tokenizer = AutoTokenizer.from_pretrained(
-                    source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code, **extra
-                )
-                model = AutoModelForCausalLM.from_pretrained(
-                    source,
-                    dtype=torch_dtype,
-                    local_files_only=local_files_only or is_folder,
-                    trust_remote_code=trust_remote_code,
-                    device_map=device_map,
-                    **extra,
-                )
-        except (OSError, ValueError, ImportError) as exc:
-            raise EngineError(f"could not load model {str(gguf or source)!r}: {exc}") from exc
-        if gguf is not None and tokenizer.chat_template is None:
-            tokenizer.chat_template = loading.gguf_chat_template(gguf)
-        if device_map is None:
-            model = model.to(target)
-        name = model_name or (gguf.stem if gguf is not None else Path(source).name if is_folder else source)
-        return cls(
-            model,
-            tokenizer,
-            model_name=name,
-            pool_tokens=pool_tokens,
-            page_size=page_size,
-            host_tier_tokens=host_tier_tokens,
-            prefill_chunk=prefill_chunk,
-            max_batch=max_batch,
-            interleave_chunk=interleave_chunk,
-            window_pool_tokens=window_pool_tokens,
-            pack_min_bytes=pack_min_bytes,
-        )
+        return off_main_thread(load)
 
     def _pack_weights(self, min_bytes: int | None, max_batch: int) -> int:
         """Bytes the packed weight copies add to the model's own (see `engine.cpu_linear`)."""

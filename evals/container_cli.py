@@ -15,8 +15,11 @@ import hashlib
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from hitrate.tools.container_shell import ContainerShell, ran_out
 
 OUTPUT_TAIL = 4000
 LABEL = "hitrate.task"
@@ -139,18 +142,20 @@ class ContainerCli:
             args += ["-v", f"{host}:{inside}"]
         return self._run([*args, image, *KEEP_ALIVE], timeout_s=300, what=f"run of {image}").stdout.strip()
 
-    def exec(self, container: str, command: str, *, timeout_s: float, workdir: str | None = None) -> ExecResult:
-        """Run `command` with bash (sh where the image has no bash) in the container."""
-        args = ["exec"]
-        if workdir:
-            args += ["-w", workdir]
-        shell = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; exec sh -c "$1"'
+    def exec(self, container: str, command: str, *, timeout_s: float, workdir: str = "/") -> ExecResult:
+        """Run `command` in the container the way the agent's shell tool does (`ContainerShell`:
+        bash where the image has it, stopped inside the container by its `timeout`); the client
+        waits a little longer, for an image without `timeout`."""
+        argv = ContainerShell(program=self.program, container=container, workdir=workdir).argv(command, timeout_s)
+        started = time.monotonic()
         try:
-            done = self._run([*args, container, "sh", "-c", shell, "sh", command], timeout_s=timeout_s, what="exec", check=False)
+            done = self._run(argv[1:], timeout_s=timeout_s + 10, what="exec", check=False)
         except ContainerError as exc:
             if "no answer within" in str(exc):
                 return ExecResult(exit_code=None, output="", timed_out=True)
             raise
+        if ran_out(done.returncode, time.monotonic() - started, timeout_s):
+            return ExecResult(exit_code=None, output=done.stdout + done.stderr, timed_out=True)
         return ExecResult(exit_code=done.returncode, output=done.stdout + done.stderr, timed_out=False)
 
     def copy_in(self, container: str, source: Path, dest: str) -> None:

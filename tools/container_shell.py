@@ -25,6 +25,21 @@ _PRELUDE = (
 )
 
 
+# When it fires, coreutils' `timeout` exits 124 (137 if it needed SIGKILL); busybox's exits 143
+# (the command's SIGTERM status).
+_TIMEOUT_EXITS = frozenset({124, 137, 143})
+
+
+def _seconds(timeout_s: float) -> int:
+    return max(1, int(timeout_s))
+
+
+def ran_out(exit_code: int | None, elapsed_s: float, timeout_s: float) -> bool:
+    """Whether a command run by `ContainerShell.argv` ended because its `timeout` fired: the
+    exit status says so only together with the time it took (a command may exit 124 itself)."""
+    return exit_code in _TIMEOUT_EXITS and elapsed_s >= _seconds(timeout_s) - 0.5
+
+
 @dataclass(frozen=True)
 class ContainerShell:
     """Where shell commands run: a started container of a container runtime (docker or podman)."""
@@ -37,7 +52,7 @@ class ContainerShell:
     """The working directory inside the container (where the workspace is mounted)."""
 
     def argv(self, command: str, timeout_s: float) -> list[str]:
-        seconds = str(max(1, int(timeout_s)))
+        seconds = str(_seconds(timeout_s))
         return [self.program, "exec", "-w", self.workdir, self.container, "sh", "-c", _PRELUDE, "sh", seconds, command]
 
     def describe(self) -> str:

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
 from hitrate.tools.confine import allowed_env, detect, sandboxed_argv
-from hitrate.tools.container_shell import ContainerShell
+from hitrate.tools.container_shell import ContainerShell, ran_out
 
 POLL_S = 0.05
 DRAIN_AFTER_EXIT_S = 1.0
@@ -293,10 +293,7 @@ class ShellTool(Tool[ShellArgs]):
             kill_grace_s=ctx.limits.shell_kill_grace_s,
             cancel=ctx.cancel,
         )
-        ran_out = time.monotonic() - started >= timeout - 0.5
-        if outcome.exit_code in (124, 137, 143) and ran_out and not outcome.timed_out:
-            # When it fires, coreutils' `timeout` exits 124 (137 if it needed SIGKILL); busybox's
-            # exits 143 (the command's SIGTERM status).
+        if not outcome.timed_out and ran_out(outcome.exit_code, time.monotonic() - started, timeout):
             outcome = dataclasses.replace(outcome, timed_out=True)
         return self._result(outcome, timeout, {"confined": True, "sandbox": "container", "container": container.describe()})
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TypeVar
 
 import typer
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 FORMATS = ("table", "json", "html")
 LEADERBOARD_FORMATS = ("table", "json", "csv")
+T = TypeVar("T")
 
 
 def register(app: typer.Typer) -> None:
@@ -58,7 +60,7 @@ def report_command(
     runs with --tries 2."""
     from rich.console import Console
 
-    from hitrate.evals.report import ReportError, load_report
+    from hitrate.evals.report import load_report
     from hitrate.harness.cli import require_extra
 
     console = Console(stderr=True)
@@ -71,22 +73,8 @@ def report_command(
         require_extra("evals", "the report's pictures (--format html, --pictures)")
     if fmt not in FORMATS:
         _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if db is not None and not db.exists():
-        _fail(console, f"ledger file {db} does not exist")
-    from hitrate.harness.price_source import PriceSourceError, price_table
-
-    try:
-        table = price_table(prices) if price_as is not None else None
-        report = load_report(db, run_ids, trajectory_task=task, price_as=price_as, price_table=table)
-    except (ReportError, PriceSourceError) as exc:
-        _fail(console, str(exc))
-    text = render(report, fmt, picture_format="png" if png else "svg")
-    if out is None:
-        typer.echo(text, nl=not text.endswith("\n"))
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        console.print(f"report written to {out}", highlight=False)
+    report = _load(console, db, prices, price_as, lambda table: load_report(db, run_ids, trajectory_task=task, price_as=price_as, price_table=table))
+    _emit(console, render(report, fmt, picture_format="png" if png else "svg"), out, "report")
     if pictures is not None:
         for path in write_pictures(report, pictures):
             console.print(f"picture written to {path}", highlight=False)
@@ -96,19 +84,11 @@ def _leaderboard(
     console: Console, run_ids: list[str], fmt: str, out: Path | None, db: Path | None, price_as: str | None, prices: Path | None
 ) -> None:
     from hitrate.evals.leaderboard import leaderboard_table, load_leaderboard, to_csv
-    from hitrate.evals.report import ReportError
     from hitrate.harness.commands.format import table_width
-    from hitrate.harness.price_source import PriceSourceError, price_table
 
     if fmt not in LEADERBOARD_FORMATS:
         _fail(console, f"--leaderboard --format must be one of {', '.join(LEADERBOARD_FORMATS)}, not {fmt!r}")
-    if db is not None and not db.exists():
-        _fail(console, f"ledger file {db} does not exist")
-    try:
-        table = price_table(prices) if price_as is not None else None
-        board = load_leaderboard(db, run_ids, price_as=price_as, price_table=table)
-    except (ReportError, PriceSourceError) as exc:
-        _fail(console, str(exc))
+    board = _load(console, db, prices, price_as, lambda table: load_leaderboard(db, run_ids, price_as=price_as, price_table=table))
     if fmt == "json":
         text = board.model_dump_json(indent=1) + "\n"
     elif fmt == "csv":
@@ -119,12 +99,31 @@ def _leaderboard(
         buf = io.StringIO()
         TextConsole(file=buf, width=max(table_width(), 200), force_terminal=False, color_system=None).print(leaderboard_table(board))
         text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
+    _emit(console, text, out, "leaderboard")
+
+
+def _load(console: Console, db: Path | None, prices: Path | None, price_as: str | None, load: Callable[[Any], T]) -> T:
+    """`load(price table)` from the ledger `db`; a missing ledger, an unknown run or a bad price
+    file ends the command with its message."""
+    from hitrate.evals.report import ReportError
+    from hitrate.harness.price_source import PriceSourceError, price_table
+
+    if db is not None and not db.exists():
+        _fail(console, f"ledger file {db} does not exist")
+    try:
+        return load(price_table(prices) if price_as is not None else None)
+    except (ReportError, PriceSourceError) as exc:
+        _fail(console, str(exc))
+
+
+def _emit(console: Console, text: str, out: Path | None, what: str) -> None:
+    """`text` on standard output, or into `out` (its folder made) with a line saying so."""
     if out is None:
         typer.echo(text, nl=not text.endswith("\n"))
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        console.print(f"leaderboard written to {out}", highlight=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    console.print(f"{what} written to {out}", highlight=False)
 
 
 def render(report: Report, fmt: str, *, picture_format: str = "svg", width: int | None = None) -> str:

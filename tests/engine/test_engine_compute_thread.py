@@ -32,13 +32,13 @@ def test_work_runs_on_another_thread_and_its_errors_come_back():
 
 def test_from_pretrained_loads_on_its_own_thread(tiny_llama_path, monkeypatch):
     threads = []
-    real_load = TransformersEngine._load.__func__
+    real_init = TransformersEngine.__init__
 
-    def spy(cls, *args, **kwargs):
+    def spy(self, *args, **kwargs):  # the engine is built (weights packed) where the model loads
         threads.append(threading.current_thread().name)
-        return real_load(cls, *args, **kwargs)
+        real_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(TransformersEngine, "_load", classmethod(spy))
+    monkeypatch.setattr(TransformersEngine, "__init__", spy)
     engine = TransformersEngine.from_pretrained(tiny_llama_path)
     assert threads == ["engine-load"] and engine.vocab_size > 0
     with pytest.raises(EngineError, match="could not load model"):

@@ -129,7 +129,7 @@ def prepare_base_image(
 ) -> str | None:
     """Import a base image (build_rootfs with `extras`) under every tag in `tags`; the reason
     when podman cannot run it."""
-    rootfs, tarball = folder / f"rootfs-{len(extras)}", folder / f"rootfs-{len(extras)}.tar"
+    rootfs, tarball = folder / "rootfs", folder / "rootfs.tar"
     build_rootfs(rootfs, **extras)
     with tarfile.open(tarball, "w") as tar:
         tar.add(rootfs, arcname=".")

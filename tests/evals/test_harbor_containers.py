@@ -15,7 +15,6 @@ from runner_fakes import FakeRoutes, PrefixCacheBackend, fake_llm_server_module
 
 from hitrate.evals import requirements
 from hitrate.evals.benchmarks import canonical_suite, resolve_suite
-from hitrate.evals.container_cli import ContainerCli
 from hitrate.evals.harbor_env import HarborEnvironment, read_rewards
 from hitrate.evals.runner import run_eval
 from hitrate.evals.settings import EvalSettings
@@ -72,7 +71,7 @@ def test_the_shell_runs_in_the_task_container_offline_and_the_workspace_is_its_w
     task = suite.task("sum-column")
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    with HarborEnvironment(task, ContainerCli(requirements.container_cli().program), tmp_path / "logs") as environment:
+    with HarborEnvironment(task, requirements.container_cli(), tmp_path / "logs") as environment:
         shell = environment.start(workspace)
         assert shell.workdir == "/app"
         # The image's /app (built by the Dockerfile's RUN) is in the workspace the file tools see.

@@ -125,16 +125,7 @@ def test_kill_9_during_a_call_leaves_the_row_marked_interrupted(fake_server, wor
         [*HITRATE, "run", "hi", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)],
         env=cli_env(fake_server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
-    try:
-        deadline = time.monotonic() + 30
-        while not fake_server.requests and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert fake_server.requests, f"the run never sent its request: {proc.stderr.read().decode() if proc.poll() is not None else ''}"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _kill_9_once(proc, lambda: bool(fake_server.requests), 30, "the run never sent its request")
     with Ledger(db) as ledger:
         (row,) = ledger.calls()
         assert row.state == "pending" and row.interrupted and row.error == INTERRUPTED_CALL_ERROR
@@ -397,16 +388,7 @@ def test_kill_9_while_a_tool_runs_then_resume_answers_the_call_as_interrupted_an
     db = tmp_path / "l.db"
     proc = subprocess.Popen([*HITRATE, "run", "build it", "-m", "anthropic/claude-sonnet-5", "-w", str(workspace), "--db", str(db)],
                             env=cli_env(fake_server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 40
-        while not (workspace / "started").exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert (workspace / "started").exists(), proc.stderr.read().decode() if proc.poll() is not None else "tool never ran"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _kill_9_once(proc, (workspace / "started").exists, 40, "tool never ran")
     with Ledger(db) as ledger:
         (stored,) = ledger.sessions()
         assert [m.kind for m in ledger.messages(stored.id)][-1] == "assistant"  # the tool call, unanswered
@@ -475,3 +457,18 @@ def test_server_that_went_away_is_a_row_per_attempt(workspace, ledger):
     rows = ledger.calls()
     # No request reached a server, but three were attempted: three rows, each saying why.
     assert [r.attempt for r in rows] == [1, 2, 3] and all("could not reach the server" in r.error for r in rows)
+
+
+def _kill_9_once(proc: subprocess.Popen, ready, timeout_s: float, never: str) -> None:
+    """SIGKILL `proc` as soon as `ready()` holds (within `timeout_s`); fails with `never` (and
+    the process's stderr when it exited on its own) if it never does."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert ready(), f"{never}: {proc.stderr.read().decode() if proc.poll() is not None else ''}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
