@@ -40,6 +40,7 @@ from hitrate.engine.api import (
 from hitrate.engine.batch_kv import BatchKV, sliding_slice_windows
 from hitrate.engine.compute_thread import off_main_thread
 from hitrate.engine.constraints import Constraint, TokenizerIndex
+from hitrate.engine.fast_decode import FastDecoder, FastDecodeUnsupported, build_fast_decoder, check_fast_decoder
 from hitrate.engine.kv_pool import KVPool
 from hitrate.engine.radix import RadixCache
 from hitrate.engine.sampling import validate_params
@@ -72,6 +73,7 @@ class TransformersEngine:
         interleave_chunk: int = 256,
         window_pool_tokens: int | None = None,
         pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
+        fast_decode: bool = True,
     ) -> None:
         """`max_batch`: requests running at once (each holds one row of the batch buffer; more wait).
         `interleave_chunk`: prefill chunk while other requests are decoding.
@@ -80,7 +82,10 @@ class TransformersEngine:
         automatic budget); 0 keeps every layer for every cached token.
         `pack_min_bytes`: on the CPU, float32 weight matrices at least this large get a oneDNN
         copy for batched decode steps, and a bfloat16 model runs every linear on oneDNN
-        (`engine.cpu_linear`); None leaves the model's linears as they are."""
+        (`engine.cpu_linear`); None leaves the model's linears as they are.
+        `fast_decode`: run decode steps straight from the weights (`engine.fast_decode`) when the
+        model's layers have a shape it knows and its logits pass the check against a full
+        forward; False keeps every step on the model's forward."""
         if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
             raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
@@ -121,6 +126,7 @@ class TransformersEngine:
             ("requests", "prompt_tokens", "cached_tokens", "prefill_tokens_computed", "decode_tokens", "hot_reused_tokens"), 0
         )
         implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
+        self.fast_decoder, self.fast_decode_off_reason = self._fast_decoder(fast_decode)
         self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
         self.kv = BatchKV(self.layout.shape, rows=1, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
                           layer_types=self.layout.layer_types, windows=self.layout.windows)
@@ -128,6 +134,7 @@ class TransformersEngine:
             model=self.model, tokenizer=tokenizer, kv=self.kv, pool=self.pool, radix=self.radix, eos=self._eos,
             counts=self._counts, prefill_chunk=prefill_chunk, interleave_chunk=interleave_chunk,
             logits_to_keep=self._logits_to_keep, batch_mask_implementation=implementation, max_batch=max_batch,
+            fast_decoder=self.fast_decoder,
         )
 
     # ------------------------------------------------------------------ construction
@@ -150,6 +157,7 @@ class TransformersEngine:
         interleave_chunk: int = 256,
         window_pool_tokens: int | None = None,
         pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
+        fast_decode: bool = True,
         verbose: bool = False,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
@@ -199,6 +207,7 @@ class TransformersEngine:
                 interleave_chunk=interleave_chunk,
                 window_pool_tokens=window_pool_tokens,
                 pack_min_bytes=pack_min_bytes,
+                fast_decode=fast_decode,
             )
 
         return off_main_thread(load)
@@ -213,6 +222,18 @@ class TransformersEngine:
         if param.dtype == torch.float32 and max_batch > 2:  # one or two rows keep MKL's path
             return cpu_linear.pack_large_linears(self.model, min_bytes)
         return 0
+
+    def _fast_decoder(self, enabled: bool) -> tuple[FastDecoder | None, str]:
+        """(the checked fast decode step or None, why it is off)."""
+        if not enabled:
+            return None, "turned off"
+        try:
+            decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
+            check_fast_decoder(decoder, self.model, self.layout)
+        except FastDecodeUnsupported as exc:
+            return None, str(exc)
+        self.packed_weight_bytes += decoder.packed_bytes
+        return decoder, ""
 
     def _auto_pool_tokens(self, window: int | None) -> tuple[int, int]:
         """(pool tokens, window-pool tokens) that fit the memory budget."""
@@ -286,7 +307,8 @@ class TransformersEngine:
             "running_requests": self._scheduler.running,
             "max_batch": self.max_batch,
             "peak_decode_batch": self._scheduler.peak_batch,
-            "batched_decode": int(self._scheduler.batch_mask_implementation is not None),
+            "batched_decode": int(self._scheduler.batch_mask_implementation is not None or self.fast_decoder is not None),
+            "fast_decode": int(self.fast_decoder is not None),
             "batch_rows": self.kv.rows,
             "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),
             "packed_weight_bytes": self.packed_weight_bytes,

@@ -32,6 +32,7 @@ import torch
 
 from hitrate.engine.api import GenerationChunk, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
+from hitrate.engine.fast_decode import FastDecoder
 from hitrate.engine.radix import RadixCache, common_prefix_length
 from hitrate.engine.sampling import greedy, make_generator, sample
 from hitrate.engine.sequence import PrefillLogits, Sequence
@@ -70,6 +71,7 @@ class Scheduler:
         logits_to_keep: bool,
         batch_mask_implementation: str | None,
         max_batch: int,
+        fast_decoder: FastDecoder | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -83,6 +85,9 @@ class Scheduler:
         self.logits_to_keep = logits_to_keep
         # None: decode rows one at a time (the model cannot take prepared batch masks).
         self.batch_mask_implementation = batch_mask_implementation
+        # Decode steps straight from the weights (`engine.fast_decode`), checked at load; None:
+        # through the model's forward.
+        self.fast_decoder = fast_decoder
         self.device = kv.device
         self.rows = [_RowState() for _ in range(max_batch)]  # the buffer grows its rows on demand
         self._cv = threading.Condition()
@@ -331,7 +336,7 @@ class Scheduler:
 
     def _decode(self, seqs: list[Sequence]) -> None:
         # One row alone runs at batch size 1 whatever its index (no padding rows to compute).
-        if self.batch_mask_implementation is None or len(seqs) == 1:
+        if len(seqs) == 1 or (self.batch_mask_implementation is None and self.fast_decoder is None):
             for seq in seqs:
                 self._decode_one(seq)
             return
@@ -339,27 +344,37 @@ class Scheduler:
         tokens = [0] * n
         for s in seqs:
             tokens[s.row] = s.next_token
+        rows = [s.row for s in seqs]
         try:
             self.kv.ensure_capacity(max(self.kv.lengths[:n]) + 1)
-            cache = self.kv.decode_cache(n)
-            mask = self.kv.decode_masks(cache.positions, self.batch_mask_implementation)
-            logits = self._forward(
-                torch.tensor(tokens, device=self.device)[:, None], cache, keep_all=False,
-                position_ids=cache.positions[:, None], attention_mask=mask,
-            )[:, -1]
-            cache.commit([s.row for s in seqs])
+            if self.fast_decoder is not None:
+                logits = self.fast_decoder.decode_rows(self.kv, tokens)
+                for r in rows:
+                    self.kv.lengths[r] += 1
+            else:
+                cache = self.kv.decode_cache(n)
+                mask = self.kv.decode_masks(cache.positions, self.batch_mask_implementation)
+                logits = self._forward(
+                    torch.tensor(tokens, device=self.device)[:, None], cache, keep_all=False,
+                    position_ids=cache.positions[:, None], attention_mask=mask,
+                )[:, -1]
+                cache.commit(rows)
         except Exception as exc:
             for seq in seqs:
                 self._fail(seq, exc)
             return
-        self._after_decode(seqs, logits, [s.row for s in seqs])
+        self._after_decode(seqs, logits, rows)
 
     def _decode_one(self, seq: Sequence) -> None:
         try:
             self.kv.ensure_capacity(self.kv.lengths[seq.row] + 1)
-            cache = self.kv.row_cache(seq.row)
-            logits = self._forward(torch.tensor([[seq.next_token]], device=self.device), cache, keep_all=False)[:, -1]
-            cache.commit()
+            if self.fast_decoder is not None:
+                logits = self.fast_decoder.decode_row(self.kv, seq.row, seq.next_token)
+                self.kv.lengths[seq.row] += 1
+            else:
+                cache = self.kv.row_cache(seq.row)
+                logits = self._forward(torch.tensor([[seq.next_token]], device=self.device), cache, keep_all=False)[:, -1]
+                cache.commit()
         except Exception as exc:
             self._fail(seq, exc)
             return

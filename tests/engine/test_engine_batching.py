@@ -139,13 +139,15 @@ def test_a_long_prompt_is_prefilled_between_the_other_requests_decode_steps(tiny
     assert decoded_meanwhile >= 10, events  # not stalled for the whole 600-token prefill
 
 
-def test_requests_that_arrive_together_are_prefilled_in_one_step_and_decode_together(tiny_llama_path):
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-decode", "model-forward"])
+def test_requests_that_arrive_together_are_prefilled_in_one_step_and_decode_together(tiny_llama_path, fast):
     """Every decode step runs all three rows: none starts a step late, so none ends a step early
     and the last steps never run at a smaller batch."""
     from hitrate.engine.sequence import make_sequence
 
-    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, fast_decode=fast)
     scheduler = engine._scheduler
+    assert (scheduler.fast_decoder is not None) == fast, engine.fast_decode_off_reason
     shapes: list[tuple[int, int]] = []
     forward = scheduler._forward
 
@@ -154,6 +156,11 @@ def test_requests_that_arrive_together_are_prefilled_in_one_step_and_decode_toge
         return forward(input_ids, *args, **kwargs)
 
     scheduler._forward = recording
+    if fast:  # decode steps go through the fast decoder, prefill through the model's forward
+        decoder = scheduler.fast_decoder
+        rows, row = decoder.decode_rows, decoder.decode_row
+        decoder.decode_rows = lambda kv, toks: (shapes.append((len(toks), 1)), rows(kv, toks))[1]
+        decoder.decode_row = lambda kv, r, tok: (shapes.append((1, 1)), row(kv, r, tok))[1]
     requests = [req(tokens(60 + i, 5 + 7 * i), max_tokens=6) for i in range(3)]
     seqs = []
     with scheduler._cv:  # the worker admits all three at once

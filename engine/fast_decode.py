@@ -1,0 +1,376 @@
+"""Decode steps computed straight from the model's weights, for the Llama and Gemma 3 layer shapes.
+
+A decode step feeds one token per running row. On a CPU its matmuls are bound by how fast the
+weights stream from memory (Gemma 3 270M in float32: ~1.07 GB per token, ~43 ms on two cores),
+and everything else is overhead. transformers spends ~8 ms of it per step on that model: ~1,850
+tensor ops and ~310 module calls (each RMSNorm alone is ten ops), a cache object per call, and
+a flash-attention kernel tuned for long queries that costs ~80 us for a single query. This step
+runs the same arithmetic in ~35 ops per layer:
+
+- each RMSNorm as one `F.rms_norm` (Gemma's `1 + weight` folded in once), used only when it
+  reproduces the model's own norm module bit for bit on a probe, else the module is called;
+- q/k/v and gate/up as one matmul each (the weights are concatenated once; the model's own
+  projections become views of the concatenated matrix, so no weight is stored twice);
+- rotary embedding on q and k together, with the model's own `rotary_emb` for cos/sin;
+- attention as two small matmuls and a softmax over exactly the keys a query may see (a sliding
+  layer's window, each row's own length), K/V written in place into the `BatchKV` buffer.
+
+Prefill chunks stay on transformers (their cost is in the matmuls). `build_fast_decoder` refuses a model whose
+layers have another shape (its decode steps stay on transformers), and `check_fast_decoder` compares the
+step's logits with a full forward on rows of different lengths before the engine uses it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hitrate.engine import cpu_linear
+from hitrate.engine.batch_kv import BatchKV, window_offset
+
+
+class FastDecodeUnsupported(Exception):
+    """The model's layers are not of a shape this step computes; the reason says which part."""
+
+
+Norm = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class _Layer:
+    input_norm: Norm
+    qkv: nn.Module
+    q_norm: Norm | None
+    k_norm: Norm | None
+    o_proj: nn.Module
+    post_attention_norm: Norm | None  # Gemma: after attention, before the residual add
+    pre_mlp_norm: Norm
+    post_mlp_norm: Norm | None  # Gemma: after the MLP, before the residual add
+    gate_up: nn.Module
+    act: Callable[[torch.Tensor], torch.Tensor]
+    down: nn.Module
+    scaling: float
+    layer_type: str
+    window: int | None
+
+
+class FastDecoder:
+    """Decode steps over a `BatchKV` (one new token per row). Build with `build_fast_decoder`."""
+
+    def __init__(self, model, layers: list[_Layer], *, heads: int, kv_heads: int, head_dim: int,
+                 rotary_by_type: bool, final_norm: Norm, softcap: float | None, fused: nn.Module) -> None:
+        self.model = model
+        self.layers = layers
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.group = heads // kv_heads
+        self.rotary_by_type = rotary_by_type
+        self.final_norm = final_norm
+        self.softcap = softcap
+        self.fused = fused  # holds the concatenated projections (and their packed copies)
+        self.check_diff = 0.0
+        self.packed_bytes = 0  # bytes of packed copies of the concatenated projections
+
+    # ------------------------------------------------------------------ steps
+
+    @torch.inference_mode()
+    def decode_row(self, kv: BatchKV, row: int, token: int) -> torch.Tensor:
+        """Logits `[1, vocab]` of `token` fed at row `row`'s next position; the row's K/V gains
+        that position (the caller commits the length)."""
+        p = kv.lengths[row]
+        buffer = kv.buffer
+        positions = torch.tensor([p], device=kv.device)
+
+        def attend(i: int, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            buffer[i, 0, row, :, p] = k[0]
+            buffer[i, 1, row, :, p] = v[0]
+            # Exactly the keys this query sees: a sliding layer's last `window` positions.
+            start = window_offset(p, layer.window) if layer.layer_type == "sliding_attention" else 0
+            keys = buffer[i, 0, row, :, start: p + 1]
+            values = buffer[i, 1, row, :, start: p + 1]
+            return self._attention(q.view(self.kv_heads, self.group, self.head_dim), keys, values, None, layer)
+
+        return self._forward(torch.tensor([token], device=kv.device), positions, attend)
+
+    @torch.inference_mode()
+    def decode_rows(self, kv: BatchKV, tokens: list[int]) -> torch.Tensor:
+        """Logits `[n, vocab]` of one step over rows [0, n) (`tokens[r]` fed at row r's next
+        position; rows that are padding compute too and are never committed)."""
+        n = len(tokens)
+        buffer = kv.buffer
+        lengths = kv.lengths[:n]
+        positions = torch.tensor(lengths, device=kv.device)
+        low, kv_len = min(lengths), max(lengths) + 1
+        masks = kv.decode_masks(positions, "eager")  # additive: 0 where a row may attend
+        rows = torch.arange(n, device=kv.device)
+
+        def attend(i: int, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            buffer[i, 0, :n][rows, :, positions] = k
+            buffer[i, 1, :n][rows, :, positions] = v
+            # The keys (and mask) `BatchKV.decode_masks` prepared for this layer type.
+            start = window_offset(low, kv.slice_windows.get(layer.layer_type))
+            mask = masks if isinstance(masks, torch.Tensor) else masks[layer.layer_type]
+            keys = buffer[i, 0, :n, :, start:kv_len]
+            values = buffer[i, 1, :n, :, start:kv_len]
+            q = q.view(n, self.kv_heads, self.group, self.head_dim)
+            return self._attention(q, keys, values, mask, layer)
+
+        return self._forward(torch.tensor(tokens, device=kv.device), positions, attend)
+
+    def _forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend) -> torch.Tensor:
+        n = tokens.shape[0]
+        inner = self.model.model
+        h = inner.embed_tokens(tokens[:, None])[:, 0]  # the module: Gemma scales its embedding
+        rotary = self._rotary(h, positions)
+        nq, nkv, hd = self.heads, self.kv_heads, self.head_dim
+        for i, layer in enumerate(self.layers):
+            x = layer.input_norm(h)
+            q, k, v = layer.qkv(x).view(n, nq + 2 * nkv, hd).split((nq, nkv, nkv), dim=1)
+            if layer.q_norm is not None:
+                q = layer.q_norm(q)
+            if layer.k_norm is not None:
+                k = layer.k_norm(k)
+            cos, sin = rotary[layer.layer_type]
+            qk = torch.cat((q, k), dim=1)
+            half = hd // 2
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            attn = attend(i, layer, qk[:, :nq], qk[:, nq:], v).reshape(n, nq * hd)
+            attn = layer.o_proj(attn)
+            if layer.post_attention_norm is not None:
+                attn = layer.post_attention_norm(attn)
+            h = h + attn
+            x = layer.pre_mlp_norm(h)
+            gate, up = layer.gate_up(x).chunk(2, dim=-1)
+            x = layer.down(layer.act(gate) * up)
+            if layer.post_mlp_norm is not None:
+                x = layer.post_mlp_norm(x)
+            h = h + x
+        logits = self.model.lm_head(self.final_norm(h))
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    def _rotary(self, h: torch.Tensor, positions: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """cos / sin `[n, 1, head_dim]` by layer type, from the model's own rotary module."""
+        emb = self.model.model.rotary_emb
+        ids = positions[:, None]
+        types = {layer.layer_type for layer in self.layers}
+        if self.rotary_by_type:
+            pairs = {t: emb(h[:, None], ids, t) for t in types}
+        else:
+            pair = emb(h[:, None], ids)
+            pairs = dict.fromkeys(types, pair)
+        return {t: (cos.to(h.dtype), sin.to(h.dtype)) for t, (cos, sin) in pairs.items()}
+
+    def _attention(self, q, keys, values, mask, layer: _Layer) -> torch.Tensor:
+        """`q` [..., kv_heads, group, d] against `keys` / `values` [..., kv_heads, T, d]."""
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * layer.scaling
+        if mask is not None:
+            scores = scores + mask  # [n, 1, 1, T] broadcasts over heads and the group
+        if scores.dtype != torch.float32:  # as transformers' eager attention: softmax in float32
+            weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        else:
+            weights = torch.softmax(scores, dim=-1)
+        return torch.matmul(weights, values)
+
+
+# ---------------------------------------------------------------------- building
+
+
+def build_fast_decoder(model, layer_types: list[str], windows: list[int | None]) -> FastDecoder:
+    """The fast step for `model`, or `FastDecodeUnsupported` with the reason."""
+    inner = getattr(model, "model", None)
+    for name in ("embed_tokens", "layers", "norm", "rotary_emb"):
+        if inner is None or not hasattr(inner, name):
+            raise FastDecodeUnsupported(f"the model has no `model.{name}`")
+    if not isinstance(getattr(model, "lm_head", None), nn.Module):
+        raise FastDecodeUnsupported("the model has no `lm_head`")
+    config = model.config
+    if getattr(config, "attn_logit_softcapping", None):
+        raise FastDecodeUnsupported("attention logit soft-capping")
+    params = inspect.signature(inner.rotary_emb.forward).parameters
+    rotary_by_type = "layer_type" in params
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    first = inner.layers[0].self_attn
+    head_dim = int(getattr(first, "head_dim", 0) or config.hidden_size // heads)
+    fused = nn.ModuleList()
+    layers = [
+        _layer(layer, i, layer_types[i], windows[i], heads, kv_heads, head_dim, fused)
+        for i, layer in enumerate(inner.layers)
+    ]
+    # A bfloat16 model's linears run packed (`engine.cpu_linear`); so do the concatenated ones.
+    packed = cpu_linear.pack_all_linears(fused) if next(model.parameters()).dtype == torch.bfloat16 else 0
+    decoder = FastDecoder(
+        model, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, rotary_by_type=rotary_by_type,
+        final_norm=_norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None), fused=fused,
+    )
+    decoder.packed_bytes = packed
+    return decoder
+
+
+def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, heads: int, kv_heads: int,
+           head_dim: int, fused: nn.ModuleList) -> _Layer:
+    attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+    need = {
+        "self_attn": attn, "mlp": mlp,
+        "input_layernorm": getattr(layer, "input_layernorm", None),
+        "post_attention_layernorm": getattr(layer, "post_attention_layernorm", None),
+        "self_attn.o_proj": getattr(attn, "o_proj", None),
+        "mlp.down_proj": getattr(mlp, "down_proj", None),
+    }
+    # Phi-3 ships q/k/v and gate/up already concatenated (`qkv_proj`, `gate_up_proj`).
+    if not hasattr(attn, "qkv_proj"):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            need[f"self_attn.{name}"] = getattr(attn, name, None)
+    if not hasattr(mlp, "gate_up_proj"):
+        for name in ("gate_proj", "up_proj"):
+            need[f"mlp.{name}"] = getattr(mlp, name, None)
+    act = getattr(mlp, "act_fn", None) or getattr(mlp, "activation_fn", None)
+    need["mlp.act_fn"] = act
+    missing = [name for name, part in need.items() if part is None]
+    if missing:
+        raise FastDecodeUnsupported(f"layer {index} has no {', '.join(missing)}")
+    if getattr(attn, "sliding_window", None) not in (None, window):
+        raise FastDecodeUnsupported(f"layer {index}: its sliding window differs from the cache layout's")
+    if hasattr(attn, "qkv_proj"):
+        qkv = attn.qkv_proj
+        if qkv.out_features != (heads + 2 * kv_heads) * head_dim:
+            raise FastDecodeUnsupported(f"layer {index}: qkv_proj size does not match the head counts")
+    else:
+        if attn.q_proj.out_features != heads * head_dim or attn.k_proj.out_features != kv_heads * head_dim:
+            raise FastDecodeUnsupported(f"layer {index}: projection sizes do not match the head counts")
+        qkv = _concatenated([attn.q_proj, attn.k_proj, attn.v_proj], index)
+        fused.append(qkv)
+    if hasattr(mlp, "gate_up_proj"):
+        gate_up = mlp.gate_up_proj
+    else:
+        gate_up = _concatenated([mlp.gate_proj, mlp.up_proj], index)
+        fused.append(gate_up)
+    # Gemma 3 normalizes around both blocks ("sandwich"); Llama's `post_attention_layernorm` is
+    # the norm *before* its MLP.
+    sandwich = hasattr(layer, "pre_feedforward_layernorm")
+    if sandwich and not hasattr(layer, "post_feedforward_layernorm"):
+        raise FastDecodeUnsupported(f"layer {index} has pre- but no post-feedforward norm")
+    return _Layer(
+        input_norm=_norm(layer.input_layernorm),
+        qkv=qkv,
+        q_norm=_norm(attn.q_norm) if getattr(attn, "q_norm", None) is not None else None,
+        k_norm=_norm(attn.k_norm) if getattr(attn, "k_norm", None) is not None else None,
+        o_proj=attn.o_proj,
+        post_attention_norm=_norm(layer.post_attention_layernorm) if sandwich else None,
+        pre_mlp_norm=_norm(layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm),
+        post_mlp_norm=_norm(layer.post_feedforward_layernorm) if sandwich else None,
+        gate_up=gate_up,
+        act=act,
+        down=mlp.down_proj,
+        scaling=float(getattr(attn, "scaling", head_dim ** -0.5)),
+        layer_type=layer_type,
+        window=window,
+    )
+
+
+def _concatenated(linears: list[nn.Module], index: int) -> nn.Linear:
+    """One linear computing `linears` side by side. The originals' weights become views of its
+    weight (same values, no second copy); their packed copies, if any, stay for prefill."""
+    if any(not isinstance(lin, nn.Linear) for lin in linears):
+        raise FastDecodeUnsupported(f"layer {index}: a projection is not a linear layer")
+    biases = [lin.bias for lin in linears]
+    if any(b is None for b in biases) and not all(b is None for b in biases):
+        raise FastDecodeUnsupported(f"layer {index}: some projections have a bias and some not")
+    with torch.no_grad():
+        weight = torch.cat([lin.weight.detach() for lin in linears])
+        bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
+        out = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+        out.weight = nn.Parameter(weight, requires_grad=False)
+        if bias is not None:
+            out.bias = nn.Parameter(bias, requires_grad=False)
+        start = 0
+        for lin in linears:
+            end = start + lin.out_features
+            lin.weight = nn.Parameter(weight[start:end], requires_grad=False)
+            if bias is not None:
+                lin.bias = nn.Parameter(bias[start:end], requires_grad=False)
+            start = end
+    return out
+
+
+def _norm(module: nn.Module) -> Norm:
+    """`F.rms_norm` in the module's own formula when that reproduces the module exactly on a probe,
+    else the module itself."""
+    weight = getattr(module, "weight", None)
+    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not isinstance(eps, float):
+        return module
+    shape = (weight.shape[0],)
+    dtype = weight.dtype
+    with torch.no_grad():
+        gemma_weight = (1.0 + weight.detach().float())
+        plain_weight = weight.detach()
+
+        def gemma(x: torch.Tensor) -> torch.Tensor:  # float32 math, `1 + weight`, then cast
+            if x.dtype == torch.float32:
+                return F.rms_norm(x, shape, gemma_weight, eps)
+            return F.rms_norm(x.float(), shape, gemma_weight, eps).to(x.dtype)
+
+        def llama(x: torch.Tensor) -> torch.Tensor:  # float32 math, cast, then `weight *`
+            if x.dtype == torch.float32 and dtype == torch.float32:
+                return F.rms_norm(x, shape, plain_weight, eps)
+            return plain_weight * F.rms_norm(x.float(), shape, None, eps).to(x.dtype)
+
+        probe = torch.randn(3, shape[0], generator=torch.Generator().manual_seed(0)).to(weight.device, dtype) * 3
+        expected = module(probe)
+        for candidate in (gemma, llama):
+            if torch.equal(candidate(probe), expected):
+                return candidate
+    return module
+
+
+def check_fast_decoder(decoder: FastDecoder, model, layout) -> float:
+    """Max abs logit difference between `decoder`'s steps and a full forward of the same tokens:
+    one row alone (not row 0), then rows of different lengths together; raises
+    `FastDecodeUnsupported` when they disagree."""
+    device = next(model.parameters()).device
+    shape = layout.shape
+    kv = BatchKV(shape, rows=3, capacity=4, device=device, layer_types=layout.layer_types, windows=layout.windows)
+    vocab = int(model.config.vocab_size)
+    ids = [(i * 7919 + 11) % vocab for i in range(24)]
+    fed = [ids[:12], ids[3:7], ids[1:21]]
+    pending = [ids[12], ids[7], ids[21]]
+    diff = scale = 0.0
+
+    def took(row: int, token: int, logits: torch.Tensor) -> None:
+        nonlocal diff, scale
+        fed[row].append(token)
+        kv.lengths[row] += 1
+        full = model(input_ids=torch.tensor([fed[row]], device=device)).logits[0, -1].float()
+        diff = max(diff, float((full - logits.float()).abs().max()))
+        scale = max(scale, float(full.abs().max()))
+        pending[row] = (7 * len(fed[row]) + 3 * row + 5) % vocab
+
+    try:
+        with torch.inference_mode():
+            for row, tokens in enumerate(fed):
+                cache = kv.row_cache(row)
+                model(input_ids=torch.tensor([tokens], device=device), cache=cache, use_cache=True)
+                cache.commit()
+            kv.ensure_capacity(kv.lengths[1] + 1)
+            took(1, pending[1], decoder.decode_row(kv, 1, pending[1])[0])
+            for _ in range(2):
+                kv.ensure_capacity(max(kv.lengths) + 1)
+                tokens = list(pending)
+                logits = decoder.decode_rows(kv, tokens)
+                for row, token in enumerate(tokens):
+                    took(row, token, logits[row])
+    except Exception as exc:
+        raise FastDecodeUnsupported(f"the fast decode step failed ({type(exc).__name__}: {exc})") from exc
+    # As the engine's other checks: float32 agrees to ~1e-6; bfloat16 rounds differently per shape.
+    tolerance = (1e-3 if shape.dtype == torch.float32 else 0.2) * max(scale, 1.0)
+    if not diff <= tolerance:
+        raise FastDecodeUnsupported(f"its logits differ from a full forward by {diff:.3g}")
+    decoder.check_diff = diff
+    return diff
