@@ -193,10 +193,12 @@ class _TokenClock:
 
 
 def measure_decode(engine: TransformersEngine, args, rng: random.Random,
-                   others: dict[str, TransformersEngine] | None = None) -> dict:
+                   others: dict[str, TransformersEngine] | None = None,
+                   forward_peer: TransformersEngine | None = None) -> dict:
     """Decode tokens/s, first token to last token, for the engine, transformers `generate` and
     llama.cpp when available, on prompts of the same length (greedy, fixed length); `others`: the
-    same model in other dtypes, reported as "ours <dtype>". The systems alternate within every
+    same model in other dtypes, reported as "ours <dtype>"; `forward_peer`: the same engine with
+    its decode steps through the model's forward (`fast_decode=False`). The systems alternate within every
     round; each reports its median over the rounds."""
     model, device = engine.model, engine.device
     prompt = rand_tokens(rng, args.decode_prompt, engine.vocab_size)
@@ -219,6 +221,8 @@ def measure_decode(engine: TransformersEngine, args, rng: random.Random,
         return (n - 1) / (clock.stamps[-1] - clock.stamps[1])
 
     systems = {"ours": lambda i: ours(f"decode-{i}"), "transformers": lambda i: on_fresh_thread(theirs)}
+    if forward_peer is not None:
+        systems["ours, model forward"] = lambda i: ours(f"decode-{i}", forward_peer)
     for name, other in (others or {}).items():
         systems[f"ours {name}"] = lambda i, other=other: ours(f"decode-{i}", other)
     if llama is not None:
@@ -367,9 +371,18 @@ def main() -> None:
               f"ideal {trace['ideal']:,} tokens")
         rows.append(("prefill computed / ideal", trace["computed"] / trace["ideal"], "<= 1.01"))
     if "decode" not in args.skip:
-        decode = measure_decode(engine, args, rng, others)
+        forward_peer = None
+        if engine.fast_decoder is not None:
+            forward_peer = TransformersEngine.from_pretrained(source, device=args.device, dtype=args.dtype,
+                                                              pool_tokens=1 << 16, fast_decode=False)
+        decode = measure_decode(engine, args, rng, others, forward_peer)
         print(f"decode: {decode['ours']:.1f} tok/s vs transformers generate {decode['transformers']:.1f} tok/s "
               f"(prompt {args.decode_prompt}, {args.decode_tokens} tokens, median of {args.decode_runs} alternating runs)")
+        if forward_peer is not None:
+            print(f"decode steps through the model's forward (fast decode off): {decode['ours, model forward']:.1f} tok/s")
+            rows.append(("decode tok/s, fast decode / model forward", decode["ours"] / decode["ours, model forward"], "-"))
+        else:
+            print(f"fast decode off: {engine.fast_decode_off_reason}")
         rows.append(("decode tok/s vs generate", decode["ours"] / decode["transformers"], ">= 1.0"))
         # Decode reads every weight once per token: tokens/s x weight bytes is the memory traffic
         # achieved, to hold against the device's bandwidth (`--bandwidth-gbps`, e.g. 4800 for an H200).

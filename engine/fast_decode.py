@@ -63,7 +63,7 @@ class FastDecoder:
     """Decode steps over a `BatchKV` (one new token per row). Build with `build_fast_decoder`."""
 
     def __init__(self, model, layers: list[_Layer], *, heads: int, kv_heads: int, head_dim: int,
-                 rotary_by_type: bool, final_norm: Norm, softcap: float | None, fused: nn.Module) -> None:
+                 rotary_by_type: bool, final_norm: Norm, softcap: float | None) -> None:
         self.model = model
         self.layers = layers
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
@@ -71,7 +71,6 @@ class FastDecoder:
         self.rotary_by_type = rotary_by_type
         self.final_norm = final_norm
         self.softcap = softcap
-        self.fused = fused  # holds the concatenated projections (and their packed copies)
         self.check_diff = 0.0
         self.packed_bytes = 0  # bytes of packed copies of the concatenated projections
 
@@ -198,23 +197,37 @@ def build_fast_decoder(model, layer_types: list[str], windows: list[int | None])
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
     first = inner.layers[0].self_attn
     head_dim = int(getattr(first, "head_dim", 0) or config.hidden_size // heads)
-    fused = nn.ModuleList()
     layers = [
-        _layer(layer, i, layer_types[i], windows[i], heads, kv_heads, head_dim, fused)
+        _layer(layer, i, layer_types[i], windows[i], heads, kv_heads, head_dim)
         for i, layer in enumerate(inner.layers)
     ]
-    # A bfloat16 model's linears run packed (`engine.cpu_linear`); so do the concatenated ones.
-    packed = cpu_linear.pack_all_linears(fused) if next(model.parameters()).dtype == torch.bfloat16 else 0
+    packed = _pack_concatenated(layers) if next(model.parameters()).dtype == torch.bfloat16 else 0
     decoder = FastDecoder(
         model, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, rotary_by_type=rotary_by_type,
-        final_norm=_norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None), fused=fused,
+        final_norm=_norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None),
     )
     decoder.packed_bytes = packed
     return decoder
 
 
+def _pack_concatenated(layers: list[_Layer]) -> int:
+    """A bfloat16 model's linears run on oneDNN's packed weights (`engine.cpu_linear`); so do
+    the concatenated projections. Returns the bytes of their packed copies."""
+    if not cpu_linear.onednn_available(torch.bfloat16):
+        return 0
+    extra = 0
+    for layer in layers:
+        for name in ("qkv", "gate_up"):
+            linear = getattr(layer, name)
+            if type(linear) is nn.Linear and linear.weight.device.type == "cpu":
+                packed = cpu_linear.PackedLinear(linear, min_rows=1)
+                setattr(layer, name, packed)
+                extra += packed.packed.numel() * packed.packed.element_size()
+    return extra
+
+
 def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, heads: int, kv_heads: int,
-           head_dim: int, fused: nn.ModuleList) -> _Layer:
+           head_dim: int) -> _Layer:
     attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     need = {
         "self_attn": attn, "mlp": mlp,
@@ -245,12 +258,10 @@ def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, he
         if attn.q_proj.out_features != heads * head_dim or attn.k_proj.out_features != kv_heads * head_dim:
             raise FastDecodeUnsupported(f"layer {index}: projection sizes do not match the head counts")
         qkv = _concatenated([attn.q_proj, attn.k_proj, attn.v_proj], index)
-        fused.append(qkv)
     if hasattr(mlp, "gate_up_proj"):
         gate_up = mlp.gate_up_proj
     else:
         gate_up = _concatenated([mlp.gate_proj, mlp.up_proj], index)
-        fused.append(gate_up)
     # Gemma 3 normalizes around both blocks ("sandwich"); Llama's `post_attention_layernorm` is
     # the norm *before* its MLP.
     sandwich = hasattr(layer, "pre_feedforward_layernorm")
@@ -282,8 +293,14 @@ def _concatenated(linears: list[nn.Module], index: int) -> nn.Linear:
     biases = [lin.bias for lin in linears]
     if any(b is None for b in biases) and not all(b is None for b in biases):
         raise FastDecodeUnsupported(f"layer {index}: some projections have a bias and some not")
+    # Weights kept `[in, out]` in memory (`cpu_linear.store_transposed`) are concatenated in that
+    # layout, so the fused matmul takes the same fast path.
+    transposed = all(lin.weight.t().is_contiguous() and not lin.weight.is_contiguous() for lin in linears)
     with torch.no_grad():
-        weight = torch.cat([lin.weight.detach() for lin in linears])
+        if transposed:
+            weight = torch.cat([lin.weight.detach().t() for lin in linears], dim=1).t()
+        else:
+            weight = torch.cat([lin.weight.detach() for lin in linears])
         bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
         out = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
         out.weight = nn.Parameter(weight, requires_grad=False)

@@ -219,7 +219,10 @@ class TransformersEngine:
             return 0
         if param.dtype == torch.bfloat16:
             return cpu_linear.pack_all_linears(self.model)
-        if param.dtype == torch.float32 and max_batch > 2:  # one or two rows keep MKL's path
+        if param.dtype != torch.float32:
+            return 0
+        cpu_linear.store_transposed(self.model)
+        if max_batch > 2:  # one or two rows keep MKL's path
             return cpu_linear.pack_large_linears(self.model, min_bytes)
         return 0
 

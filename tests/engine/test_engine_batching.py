@@ -89,15 +89,17 @@ def test_batched_decode_logits_equal_a_full_recompute(arch_path):
                 assert diff <= TOLERANCE, f"{arch} row {row} step {step}: {diff}"
 
 
-def test_concurrent_batch_gives_each_request_its_single_request_tokens(arch_path):
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-decode", "model-forward"])
+def test_concurrent_batch_gives_each_request_its_single_request_tokens(arch_path, fast):
+    """Against requests run one at a time through the model's own forward."""
     arch, path = arch_path
     shared = tokens(20, 30)
     prompts = [tokens(21, 3), shared + tokens(22, 9), tokens(23, 40), shared + tokens(24, 2), tokens(25, 17),
                shared + tokens(26, 25)]
     lengths = [12, 7, 15, 10, 3, 9]
-    alone = TransformersEngine.from_pretrained(path, pool_tokens=4096, max_batch=1)
+    alone = TransformersEngine.from_pretrained(path, pool_tokens=4096, max_batch=1, fast_decode=False)
     expected = [alone.generate(req(p, max_tokens=n, temperature=0)).token_ids for p, n in zip(prompts, lengths)]
-    engine = TransformersEngine.from_pretrained(path, pool_tokens=4096, max_batch=4)
+    engine = TransformersEngine.from_pretrained(path, pool_tokens=4096, max_batch=4, fast_decode=fast)
     assert engine.metrics()["batched_decode"] == 1 and engine.batch_check_diff <= TOLERANCE
     results = run_concurrently(engine, [req(p, max_tokens=n, temperature=0) for p, n in zip(prompts, lengths)])
     assert [r.token_ids for r in results] == expected

@@ -73,6 +73,22 @@ def test_packing_keeps_a_tied_head_tied_and_the_logits(tiny_model_factory):
     assert float((after - before).abs().max()) <= 1e-4
 
 
+def test_weights_stored_in_out_give_the_same_logits_and_stay_tied(tiny_model_factory):
+    path = tiny_model_factory("gemma3_text", config_overrides={"tie_word_embeddings": True})
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ids = torch.tensor([tokens(4, 40)])
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        relaid = cpu_linear.store_transposed(model)
+        after = model(input_ids=ids).logits
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert relaid == len(linears)  # the tied head and embedding count once
+    for linear in linears:
+        assert linear.weight.t().is_contiguous() and not linear.weight.is_contiguous()
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert torch.equal(after, before)
+
+
 def test_small_matrices_are_left_to_mkl(tiny_llama_path):
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_path, dtype=torch.float32).eval()
     assert cpu_linear.pack_large_linears(model) == 0  # the tiny model's matrices are far below the threshold
@@ -99,6 +115,9 @@ def test_bfloat16_engine_runs_on_packed_weights_close_to_float32(tiny_llama_path
     bf16 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, dtype="bfloat16")
     assert any(isinstance(m, cpu_linear.PackedLinear) for m in bf16.model.modules())
     assert bf16.metrics()["packed_weight_bytes"] > 0 and f32.metrics()["packed_weight_bytes"] == 0
+    # The fast decode step's concatenated projections run packed too.
+    assert bf16.fast_decoder is not None and bf16.fast_decoder.packed_bytes > 0
+    assert isinstance(bf16.fast_decoder.layers[0].qkv, cpu_linear.PackedLinear)
     reference, _ = f32.prefill_logits(prompt)
     logits, _ = bf16.prefill_logits(prompt)
     scale = float(reference.abs().max())

@@ -1,0 +1,90 @@
+"""Decode steps straight from the weights (`engine.fast_decode`): built for the layer shapes it
+knows, checked against a full forward at load, refused with the reason otherwise, and the tokens
+an engine generates with it equal transformers' own `generate` (greedy), past a sliding window
+and in batches of rows of different lengths."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM
+
+from hitrate.engine import modelinfo
+from hitrate.engine.api import GenerationRequest, SamplingParams
+from hitrate.engine.fast_decode import FastDecodeUnsupported, _norm, build_fast_decoder, check_fast_decoder
+from hitrate.engine.runner import TransformersEngine
+
+SLIDING = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"]}
+KNOWN = ["llama", "qwen2", "qwen3", "mistral", "phi3", "gemma3_sliding"]
+
+
+def tokens(seed: int, n: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(3, 500) for _ in range(n)]
+
+
+def model_path(factory, arch: str):
+    if arch == "gemma3_sliding":
+        return factory("gemma3_text", config_overrides=SLIDING)
+    return factory(arch)
+
+
+@pytest.mark.parametrize("arch", KNOWN)
+def test_known_layer_shapes_decode_fast_and_generate_what_transformers_generates(tiny_model_factory, arch):
+    path = model_path(tiny_model_factory, arch)
+    engine = TransformersEngine.from_pretrained(path, pool_tokens=4096)
+    assert engine.metrics()["fast_decode"] == 1, engine.fast_decode_off_reason
+    assert engine.fast_decoder.check_diff <= 1e-4
+    reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    prompt = tokens(1, 23)  # with 20 new tokens, well past the 16-token window
+    with torch.no_grad():
+        expected = reference.generate(torch.tensor([prompt]), max_new_tokens=20, min_new_tokens=20, do_sample=False)
+    result = engine.generate(GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=20, ignore_eos=True)))
+    assert result.token_ids == expected[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize(("arch", "reason"), [("gpt2", "model.embed_tokens"), ("gemma2", "soft-capping")])
+def test_other_layer_shapes_keep_the_model_forward_and_say_why(tiny_model_factory, arch, reason):
+    engine = TransformersEngine.from_pretrained(tiny_model_factory(arch), pool_tokens=4096)
+    assert engine.fast_decoder is None and engine.metrics()["fast_decode"] == 0
+    assert reason in engine.fast_decode_off_reason
+    out = engine.generate(GenerationRequest(prompt_ids=tokens(2, 9), params=SamplingParams(max_tokens=4, ignore_eos=True)))
+    assert len(out.token_ids) == 4
+
+
+def test_turned_off_on_request(tiny_llama_path):
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, fast_decode=False)
+    assert engine.fast_decoder is None and engine.fast_decode_off_reason == "turned off"
+
+
+def test_a_step_that_disagrees_with_the_full_forward_is_refused(tiny_llama_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_path, dtype=torch.float32).eval()
+    layout = modelinfo.kv_layout(model)
+    decoder = build_fast_decoder(model, layout.layer_types, layout.windows)
+    assert check_fast_decoder(decoder, model, layout) <= 1e-4
+    decoder.layers[0].scaling *= 2  # a wrong attention scale
+    with pytest.raises(FastDecodeUnsupported, match="differ from a full forward"):
+        check_fast_decoder(decoder, model, layout)
+
+
+def test_the_projections_share_the_concatenated_weights(tiny_llama_path):
+    """No weight is stored twice: q/k/v and gate/up become views of the concatenated matrices."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_path, dtype=torch.float32).eval()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    layout = modelinfo.kv_layout(model)
+    decoder = build_fast_decoder(model, layout.layer_types, layout.windows)
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    fused_qkv = decoder.layers[0].qkv.weight
+    for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
+        assert proj.weight.untyped_storage().data_ptr() == fused_qkv.untyped_storage().data_ptr()
+    assert mlp.up_proj.weight.untyped_storage().data_ptr() == decoder.layers[0].gate_up.weight.untyped_storage().data_ptr()
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]), name  # same values
+
+
+def test_a_norm_of_another_formula_is_called_as_the_module():
+    layer_norm = nn.LayerNorm(8)  # subtracts the mean: neither RMSNorm formula reproduces it
+    assert _norm(layer_norm) is layer_norm
