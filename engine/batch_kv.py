@@ -109,6 +109,14 @@ class BatchKV:
             pool.read_window_into(windows, window_start, end, self.buffer[:, :, row, :, window_start:end])
         self.lengths[row] = end
 
+    def prefill_rows(self, model, sequences: list[list[int]]) -> None:
+        """Rows [0, len(sequences)) hold each sequence's K/V, computed by `model`'s own forward
+        (the load-time checks start from this)."""
+        for row, ids in enumerate(sequences):
+            cache = self.row_cache(row)
+            model(input_ids=torch.tensor([ids], device=self.device), cache=cache, use_cache=True)
+            cache.commit()
+
     def kv_slice(self, row: int, start: int, end: int) -> torch.Tensor:
         """`[layers, 2, kv_heads, end - start, head_dim]` view of a row's positions [start, end)."""
         return self.buffer[:, :, row, :, start:end]

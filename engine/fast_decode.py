@@ -371,10 +371,7 @@ def check_fast_decoder(decoder: FastDecoder, model, layout) -> float:
 
     try:
         with torch.inference_mode():
-            for row, tokens in enumerate(fed):
-                cache = kv.row_cache(row)
-                model(input_ids=torch.tensor([tokens], device=device), cache=cache, use_cache=True)
-                cache.commit()
+            kv.prefill_rows(model, fed)
             kv.ensure_capacity(kv.lengths[1] + 1)
             took(1, pending[1], decoder.decode_row(kv, 1, pending[1])[0])
             for _ in range(2):

@@ -178,10 +178,7 @@ def batch_decode_check(model, layout: KVLayout) -> tuple[str | None, float, str]
     diff = scale = 0.0
     try:
         with torch.no_grad():
-            for row, seq in enumerate(seqs):
-                cache = kv.row_cache(row)
-                model(input_ids=torch.tensor([seq], device=device), cache=cache, use_cache=True)
-                cache.commit()
+            kv.prefill_rows(model, seqs)
             for step in range(2):
                 new = [(7 * step + 3 * row + 5) % max(2, model.config.vocab_size) for row in range(3)]
                 kv.ensure_capacity(max(kv.lengths) + 1)

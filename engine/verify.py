@@ -54,6 +54,9 @@ class VerifyReport:
     kv_bytes_per_token_at_prompt: float  # theoretical, averaged over the prompt's length
     kv_bytes_per_token_at_context: float  # theoretical, averaged over the full context window
     context_window: int
+    fast_decode: bool = False  # decode steps straight from the weights (`engine.fast_decode`)
+    fast_decode_check_diff: float | None = None  # its logits vs a full forward, checked at load
+    fast_decode_off_reason: str = ""
     float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
     float32_top_token_agreement: float | None = None  # share of prompt positions with the same argmax
     float32_logit_span: float | None = None  # largest |logit| of the float32 copy, for scale
@@ -80,6 +83,9 @@ class VerifyReport:
             f"{self.kv_bytes_per_cached_token:,} per cached token (sliding-window pages released); "
             f"theoretical {self.kv_bytes_per_token_at_prompt:,.0f} at {self.prompt_tokens} tokens, "
             f"{self.kv_bytes_per_token_at_context:,.0f} at the {self.context_window:,}-token context",
+            (f"decode steps: straight from the weights, checked at load against a full forward "
+             f"(max |logit diff| = {self.fast_decode_check_diff:.3g})" if self.fast_decode
+             else f"decode steps: through the model's forward ({self.fast_decode_off_reason})"),
         ] + ([] if self.float32_max_logit_diff is None else [
             f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
             f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
@@ -151,6 +157,9 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
         kv_bytes_per_token_at_prompt=_theoretical_bytes(len(ids), windows, per_layer),
         kv_bytes_per_token_at_context=_theoretical_bytes(engine.max_context, windows, per_layer),
         context_window=engine.max_context,
+        fast_decode=engine.fast_decoder is not None,
+        fast_decode_check_diff=engine.fast_decoder.check_diff if engine.fast_decoder is not None else None,
+        fast_decode_off_reason=engine.fast_decode_off_reason,
         **against,
     )
 

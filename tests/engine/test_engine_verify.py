@@ -61,6 +61,8 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     text = subprocess.run([hitrate, "engine", "verify", str(tiny_llama_path)], capture_output=True, text=True,
                           timeout=300).stdout
     assert "cached vs recompute: max |logit diff|" in text and "K/V groups: 4 query heads over 2" in text
+    assert report["fast_decode"] and report["fast_decode_check_diff"] <= 1e-4
+    assert "decode steps: straight from the weights, checked at load" in text
     missing = subprocess.run([hitrate, "engine", "verify", "/no/such/model"], capture_output=True, text=True,
                              timeout=300)
     assert missing.returncode == 2 and "error: could not load model" in missing.stderr
