@@ -63,7 +63,7 @@ class FastDecoder:
     """Decode steps over a `BatchKV` (one new token per row). Build with `build_fast_decoder`."""
 
     def __init__(self, model, layers: list[_Layer], *, heads: int, kv_heads: int, head_dim: int,
-                 rotary_by_type: bool, final_norm: Norm, softcap: float | None) -> None:
+                 rotary_by_type: bool, final_norm: Norm, softcap: float | None, packed_bytes: int) -> None:
         self.model = model
         self.layers = layers
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
@@ -71,8 +71,10 @@ class FastDecoder:
         self.rotary_by_type = rotary_by_type
         self.final_norm = final_norm
         self.softcap = softcap
+        self.layer_types = sorted({layer.layer_type for layer in layers})
         self.check_diff = 0.0
-        self.packed_bytes = 0  # bytes of packed copies of the concatenated projections
+        self.packed_bytes = packed_bytes  # of the concatenated projections' packed copies
+        self.can_batch = True  # rows of different lengths share a step (see `decode_rows`)
 
     # ------------------------------------------------------------------ steps
 
@@ -157,12 +159,10 @@ class FastDecoder:
         """cos / sin `[n, 1, head_dim]` by layer type, from the model's own rotary module."""
         emb = self.model.model.rotary_emb
         ids = positions[:, None]
-        types = {layer.layer_type for layer in self.layers}
         if self.rotary_by_type:
-            pairs = {t: emb(h[:, None], ids, t) for t in types}
+            pairs = {t: emb(h[:, None], ids, t) for t in self.layer_types}
         else:
-            pair = emb(h[:, None], ids)
-            pairs = dict.fromkeys(types, pair)
+            pairs = dict.fromkeys(self.layer_types, emb(h[:, None], ids))
         return {t: (cos.to(h.dtype), sin.to(h.dtype)) for t, (cos, sin) in pairs.items()}
 
     def _attention(self, q, keys, values, mask, layer: _Layer) -> torch.Tensor:
@@ -202,27 +202,19 @@ def build_fast_decoder(model, layer_types: list[str], windows: list[int | None])
         for i, layer in enumerate(inner.layers)
     ]
     packed = _pack_concatenated(layers) if next(model.parameters()).dtype == torch.bfloat16 else 0
-    decoder = FastDecoder(
+    return FastDecoder(
         model, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, rotary_by_type=rotary_by_type,
-        final_norm=_norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None),
+        final_norm=_norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None), packed_bytes=packed,
     )
-    decoder.packed_bytes = packed
-    return decoder
 
 
 def _pack_concatenated(layers: list[_Layer]) -> int:
-    """A bfloat16 model's linears run on oneDNN's packed weights (`engine.cpu_linear`); so do
-    the concatenated projections. Returns the bytes of their packed copies."""
-    if not cpu_linear.onednn_available(torch.bfloat16):
-        return 0
-    extra = 0
-    for layer in layers:
-        for name in ("qkv", "gate_up"):
-            linear = getattr(layer, name)
-            if type(linear) is nn.Linear and linear.weight.device.type == "cpu":
-                packed = cpu_linear.PackedLinear(linear, min_rows=1)
-                setattr(layer, name, packed)
-                extra += packed.packed.numel() * packed.packed.element_size()
+    """A bfloat16 model's linears run on oneDNN's packed weights (`cpu_linear.pack_all_linears`);
+    so do the concatenated projections. Returns the bytes of their packed copies."""
+    held = nn.ModuleList(m for layer in layers for m in (layer.qkv, layer.gate_up))
+    extra = cpu_linear.pack_all_linears(held)
+    for layer, qkv, gate_up in zip(layers, held[0::2], held[1::2]):
+        layer.qkv, layer.gate_up = qkv, gate_up
     return extra
 
 

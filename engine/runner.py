@@ -42,6 +42,7 @@ from hitrate.engine.compute_thread import off_main_thread
 from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.fast_decode import FastDecoder, FastDecodeUnsupported, build_fast_decoder, check_fast_decoder
 from hitrate.engine.kv_pool import KVPool
+from hitrate.engine.model_forward import ModelForward
 from hitrate.engine.radix import RadixCache
 from hitrate.engine.sampling import validate_params
 from hitrate.engine.scheduler import Scheduler
@@ -133,8 +134,8 @@ class TransformersEngine:
         self._scheduler = Scheduler(
             model=self.model, tokenizer=tokenizer, kv=self.kv, pool=self.pool, radix=self.radix, eos=self._eos,
             counts=self._counts, prefill_chunk=prefill_chunk, interleave_chunk=interleave_chunk,
-            logits_to_keep=self._logits_to_keep, batch_mask_implementation=implementation, max_batch=max_batch,
-            fast_decoder=self.fast_decoder,
+            forward=ModelForward(model, logits_to_keep=self._logits_to_keep, batch_mask_implementation=implementation),
+            max_batch=max_batch, fast_decoder=self.fast_decoder,
         )
 
     # ------------------------------------------------------------------ construction
@@ -310,7 +311,7 @@ class TransformersEngine:
             "running_requests": self._scheduler.running,
             "max_batch": self.max_batch,
             "peak_decode_batch": self._scheduler.peak_batch,
-            "batched_decode": int(self._scheduler.batch_mask_implementation is not None or self.fast_decoder is not None),
+            "batched_decode": int(self._scheduler.decoder.can_batch),
             "fast_decode": int(self.fast_decoder is not None),
             "batch_rows": self.kv.rows,
             "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),

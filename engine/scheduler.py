@@ -33,6 +33,7 @@ import torch
 from hitrate.engine.api import GenerationChunk, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
 from hitrate.engine.fast_decode import FastDecoder
+from hitrate.engine.model_forward import ModelForward
 from hitrate.engine.radix import RadixCache, common_prefix_length
 from hitrate.engine.sampling import greedy, make_generator, sample
 from hitrate.engine.sequence import PrefillLogits, Sequence
@@ -68,8 +69,7 @@ class Scheduler:
         counts: dict[str, int],
         prefill_chunk: int,
         interleave_chunk: int,
-        logits_to_keep: bool,
-        batch_mask_implementation: str | None,
+        forward: ModelForward,
         max_batch: int,
         fast_decoder: FastDecoder | None = None,
     ) -> None:
@@ -82,12 +82,10 @@ class Scheduler:
         self.counts = counts
         self.prefill_chunk = prefill_chunk
         self.interleave_chunk = min(interleave_chunk, prefill_chunk)
-        self.logits_to_keep = logits_to_keep
-        # None: decode rows one at a time (the model cannot take prepared batch masks).
-        self.batch_mask_implementation = batch_mask_implementation
-        # Decode steps straight from the weights (`engine.fast_decode`), checked at load; None:
-        # through the model's forward.
-        self.fast_decoder = fast_decoder
+        self.forward = forward  # prefill chunks, and decode steps without a fast decoder
+        # Decode steps straight from the weights (`engine.fast_decode`) when the model has one
+        # checked at load, else through the model's forward.
+        self.decoder: FastDecoder | ModelForward = fast_decoder or forward
         self.device = kv.device
         self.rows = [_RowState() for _ in range(max_batch)]  # the buffer grows its rows on demand
         self._cv = threading.Condition()
@@ -305,7 +303,7 @@ class Scheduler:
             self.kv.ensure_capacity(start + len(piece) + (1 if last else 0))
             cache = self.kv.row_cache(seq.row)
             keep_all = seq.logits_only
-            logits = self._forward(torch.tensor([piece], device=self.device), cache, keep_all=keep_all)
+            logits = self.forward(torch.tensor([piece], device=self.device), cache, keep_all=keep_all)
             cache.commit()
             seq.fed.extend(piece)
             self.counts["prefill_tokens_computed"] += len(piece)
@@ -336,7 +334,7 @@ class Scheduler:
 
     def _decode(self, seqs: list[Sequence]) -> None:
         # One row alone runs at batch size 1 whatever its index (no padding rows to compute).
-        if len(seqs) == 1 or (self.batch_mask_implementation is None and self.fast_decoder is None):
+        if len(seqs) == 1 or not self.decoder.can_batch:
             for seq in seqs:
                 self._decode_one(seq)
             return
@@ -347,37 +345,23 @@ class Scheduler:
         rows = [s.row for s in seqs]
         try:
             self.kv.ensure_capacity(max(self.kv.lengths[:n]) + 1)
-            if self.fast_decoder is not None:
-                logits = self.fast_decoder.decode_rows(self.kv, tokens)
-                for r in rows:
-                    self.kv.lengths[r] += 1
-            else:
-                cache = self.kv.decode_cache(n)
-                mask = self.kv.decode_masks(cache.positions, self.batch_mask_implementation)
-                logits = self._forward(
-                    torch.tensor(tokens, device=self.device)[:, None], cache, keep_all=False,
-                    position_ids=cache.positions[:, None], attention_mask=mask,
-                )[:, -1]
-                cache.commit(rows)
+            logits = self.decoder.decode_rows(self.kv, tokens)
         except Exception as exc:
             for seq in seqs:
                 self._fail(seq, exc)
             return
+        for r in rows:  # the padding rows' positions stay uncommitted
+            self.kv.lengths[r] += 1
         self._after_decode(seqs, logits, rows)
 
     def _decode_one(self, seq: Sequence) -> None:
         try:
             self.kv.ensure_capacity(self.kv.lengths[seq.row] + 1)
-            if self.fast_decoder is not None:
-                logits = self.fast_decoder.decode_row(self.kv, seq.row, seq.next_token)
-                self.kv.lengths[seq.row] += 1
-            else:
-                cache = self.kv.row_cache(seq.row)
-                logits = self._forward(torch.tensor([[seq.next_token]], device=self.device), cache, keep_all=False)[:, -1]
-                cache.commit()
+            logits = self.decoder.decode_row(self.kv, seq.row, seq.next_token)
         except Exception as exc:
             self._fail(seq, exc)
             return
+        self.kv.lengths[seq.row] += 1
         self._after_decode([seq], logits, [0])
 
     def _after_decode(self, seqs: list[Sequence], logits: torch.Tensor, index: list[int]) -> None:
@@ -434,14 +418,6 @@ class Scheduler:
             total_s=time.perf_counter() - seq.started,
         ))
         self._free(seq)
-
-    # ------------------------------------------------------------------ model
-
-    def _forward(self, input_ids: torch.Tensor, cache, *, keep_all: bool, **kwargs) -> torch.Tensor:
-        if not keep_all and self.logits_to_keep:
-            kwargs["logits_to_keep"] = 1
-        with torch.inference_mode():
-            return self.model(input_ids=input_ids, cache=cache, use_cache=True, **kwargs).logits
 
     # ------------------------------------------------------------------ ends
 

@@ -149,20 +149,19 @@ def test_requests_that_arrive_together_are_prefilled_in_one_step_and_decode_toge
 
     engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, fast_decode=fast)
     scheduler = engine._scheduler
-    assert (scheduler.fast_decoder is not None) == fast, engine.fast_decode_off_reason
+    assert (engine.fast_decoder is not None) == fast, engine.fast_decode_off_reason
     shapes: list[tuple[int, int]] = []
-    forward = scheduler._forward
+    forward = scheduler.forward
 
     def recording(input_ids, *args, **kwargs):
         shapes.append(tuple(input_ids.shape))
         return forward(input_ids, *args, **kwargs)
 
-    scheduler._forward = recording
-    if fast:  # decode steps go through the fast decoder, prefill through the model's forward
-        decoder = scheduler.fast_decoder
-        rows, row = decoder.decode_rows, decoder.decode_row
-        decoder.decode_rows = lambda kv, toks: (shapes.append((len(toks), 1)), rows(kv, toks))[1]
-        decoder.decode_row = lambda kv, r, tok: (shapes.append((1, 1)), row(kv, r, tok))[1]
+    scheduler.forward = recording  # prefill chunks
+    decoder = scheduler.decoder  # decode steps, fast or through the model's forward
+    rows, row = decoder.decode_rows, decoder.decode_row
+    decoder.decode_rows = lambda kv, toks: (shapes.append((len(toks), 1)), rows(kv, toks))[1]
+    decoder.decode_row = lambda kv, r, tok: (shapes.append((1, 1)), row(kv, r, tok))[1]
     requests = [req(tokens(60 + i, 5 + 7 * i), max_tokens=6) for i in range(3)]
     seqs = []
     with scheduler._cv:  # the worker admits all three at once
