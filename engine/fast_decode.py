@@ -108,10 +108,15 @@ class FastDecoder:
         low, kv_len = min(lengths), max(lengths) + 1
         masks = kv.decode_masks(positions, "eager")  # additive: 0 where a row may attend
         rows = torch.arange(n, device=kv.device)
+        aligned = low == kv_len - 1  # every row at the same position (requests started together)
 
         def attend(i: int, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            buffer[i, 0, :n][rows, :, positions] = k
-            buffer[i, 1, :n][rows, :, positions] = v
+            if aligned:  # one strided copy instead of an indexed write (a third of its cost)
+                buffer[i, 0, :n, :, low] = k
+                buffer[i, 1, :n, :, low] = v
+            else:
+                buffer[i, 0, :n][rows, :, positions] = k
+                buffer[i, 1, :n][rows, :, positions] = v
             # The keys (and mask) `BatchKV.decode_masks` prepared for this layer type.
             start = window_offset(low, kv.slice_windows.get(layer.layer_type))
             mask = masks if isinstance(masks, torch.Tensor) else masks[layer.layer_type]

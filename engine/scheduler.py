@@ -37,7 +37,7 @@ from hitrate.engine.model_forward import ModelForward
 from hitrate.engine.radix import RadixCache, common_prefix_length
 from hitrate.engine.sampling import greedy, make_generator, sample
 from hitrate.engine.sequence import PrefillLogits, Sequence
-from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
+from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter, plain_decode
 
 _IDLE_EXIT_S = 0.5  # the worker thread exits after this long without work
 _RELEASE_WAIT_S = 120.0  # a closing consumer waits at most this long for its row to be freed
@@ -75,6 +75,7 @@ class Scheduler:
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        self._decode_text = plain_decode(tokenizer)  # chosen once, used by every request's decoder
         self.kv = kv
         self.pool = pool
         self.radix = radix
@@ -321,7 +322,7 @@ class Scheduler:
                 return
             params = seq.request.params
             seq.rng = make_generator(params, self.device)
-            seq.decoder = IncrementalDecoder(self.tokenizer, seq.prompt)
+            seq.decoder = IncrementalDecoder(self.tokenizer, seq.prompt, decode=self._decode_text)
             seq.text = StopStringFilter(params.stop)
             token = self._pick(seq, logits[0, -1])
             seq.ttft = time.perf_counter() - seq.started
@@ -367,8 +368,11 @@ class Scheduler:
     def _after_decode(self, seqs: list[Sequence], logits: torch.Tensor, index: list[int]) -> None:
         greedy_rows = [i for s, i in zip(seqs, index) if s.request.params.temperature == 0 and s.constraint is None]
         picks: dict[int, int] = {}
-        if greedy_rows:
-            # One argmax and one device-to-host transfer for every greedy row together.
+        if len(greedy_rows) == len(seqs):
+            # Every row greedy: one argmax over the whole step (padding rows too, which costs less
+            # than gathering the others) and one device-to-host transfer.
+            picks = dict(enumerate(greedy(logits).tolist()))
+        elif greedy_rows:
             rows = torch.tensor(greedy_rows, device=logits.device)
             picks = dict(zip(greedy_rows, greedy(logits.index_select(0, rows)).tolist()))
         for seq, i in zip(seqs, index):

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from hitrate.engine import modelinfo
 from hitrate.engine.api import GenerationRequest, SamplingParams
+from hitrate.engine.batch_kv import BatchKV
 from hitrate.engine.fast_decode import FastDecodeUnsupported, _norm, build_fast_decoder, check_fast_decoder
 from hitrate.engine.runner import TransformersEngine
 
@@ -68,6 +69,29 @@ def test_a_step_that_disagrees_with_the_full_forward_is_refused(tiny_llama_path)
     decoder.layers[0].scaling *= 2  # a wrong attention scale
     with pytest.raises(FastDecodeUnsupported, match="differ from a full forward"):
         check_fast_decoder(decoder, model, layout)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_sliding"])
+def test_rows_at_the_same_position_step_as_a_full_forward(tiny_model_factory, arch):
+    """Rows started together sit at one position: their K/V go in with one strided copy
+    rather than an indexed write, and each row's logits still equal its own full forward."""
+    model = AutoModelForCausalLM.from_pretrained(model_path(tiny_model_factory, arch), dtype=torch.float32).eval()
+    layout = modelinfo.kv_layout(model)
+    decoder = build_fast_decoder(model, layout.layer_types, layout.windows)
+    fed = [tokens(10 + r, 18) for r in range(3)]  # past the 16-token window on the sliding layer
+    kv = BatchKV(layout.shape, rows=3, capacity=4, device=torch.device("cpu"), layer_types=layout.layer_types,
+                 windows=layout.windows)
+    with torch.inference_mode():
+        kv.prefill_rows(model, fed)
+        for step in range(3):
+            kv.ensure_capacity(max(kv.lengths) + 1)
+            nxt = [tokens(20 + step, 3)[r] for r in range(3)]
+            logits = decoder.decode_rows(kv, nxt)
+            for r in range(3):
+                kv.lengths[r] += 1
+                fed[r].append(nxt[r])
+                full = model(input_ids=torch.tensor([fed[r]])).logits[0, -1]
+                assert torch.allclose(logits[r], full, atol=1e-4), (step, r)
 
 
 def test_the_projections_share_the_concatenated_weights(tiny_llama_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from transformers import AutoTokenizer
 
-from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter
+from hitrate.engine.textstream import IncrementalDecoder, StopStringFilter, plain_decode
 
 
 def test_incremental_decoder_never_splits_a_character(tiny_llama_path):
@@ -15,6 +15,24 @@ def test_incremental_decoder_never_splits_a_character(tiny_llama_path):
     pieces = [decoder.push(i) for i in ids]
     assert "".join(pieces) == text
     assert all("\ufffd" not in p for p in pieces)
+
+
+def test_plain_decode_equals_the_tokenizers_decode(tiny_llama_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_path)
+    ids = tokenizer("naïve café 😀, déjà vu — done.  Two  spaces")["input_ids"]
+    decode = plain_decode(tokenizer)
+    assert decode.__code__ is not plain_decode(object()).__code__  # the backend's own decode, not the wrapper
+    for end in range(1, len(ids) + 1):
+        assert decode(ids[:end]) == tokenizer.decode(ids[:end], skip_special_tokens=True)
+
+
+def test_plain_decode_keeps_the_wrapper_when_the_tokenizer_cleans_up(tiny_llama_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_path)
+    tokenizer.clean_up_tokenization_spaces = True  # a post-pass the backend does not run
+    decode = plain_decode(tokenizer)
+    ids = tokenizer("a , b .")["input_ids"]
+    assert decode.__code__ is plain_decode(object()).__code__
+    assert decode(ids) == tokenizer.decode(ids, skip_special_tokens=True)
 
 
 def test_stop_filter_holds_back_a_possible_stop_and_cuts_at_the_first():
