@@ -65,6 +65,7 @@ class FastDecoder:
     def __init__(self, model, layers: list[_Layer], *, heads: int, kv_heads: int, head_dim: int,
                  rotary_by_type: bool, final_norm: Norm, softcap: float | None, packed_bytes: int) -> None:
         self.model = model
+        self.head: nn.Module = model.lm_head
         self.layers = layers
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.group = heads // kv_heads
@@ -75,6 +76,30 @@ class FastDecoder:
         self.check_diff = 0.0
         self.packed_bytes = packed_bytes  # of the concatenated projections' packed copies
         self.can_batch = True  # rows of different lengths share a step (see `decode_rows`)
+        self.batch_pack_sizes: tuple[int, ...] = ()  # row counts with their own packed weights
+        # rows -> (per layer (qkv, o_proj, gate_up, down), head) on those packed copies
+        self._products: dict[int, tuple[list[tuple], Callable]] = {}
+
+    def pack_for_batch_sizes(self, sizes: list[int], budget_bytes: int) -> tuple[int, ...]:
+        """Float32 on the CPU: MKL-packed weight copies for steps of exactly these row counts
+        (`cpu_linear.pack_for_batch_sizes`, checked there; matrices with a oneDNN copy keep it).
+        Returns the row counts packed."""
+        names = ("qkv", "o_proj", "gate_up", "down")
+        slots = [(i, name) for i, layer in enumerate(self.layers) for name in names
+                 if type(getattr(layer, name)) is nn.Linear]
+        linears = [getattr(self.layers[i], name) for i, name in slots]
+        head = type(self.head) is nn.Linear
+        if head:
+            linears.append(self.head)
+        products, extra = cpu_linear.pack_for_batch_sizes(linears, sizes, budget_bytes)
+        for rows, found in products.items():
+            table = [dict((name, getattr(layer, name)) for name in names) for layer in self.layers]
+            for (i, name), product in zip(slots, found):
+                table[i][name] = product
+            self._products[rows] = ([tuple(t[name] for name in names) for t in table], found[-1] if head else self.head)
+        self.packed_bytes += extra
+        self.batch_pack_sizes = tuple(products)
+        return self.batch_pack_sizes
 
     # ------------------------------------------------------------------ steps
 
@@ -133,9 +158,11 @@ class FastDecoder:
         h = inner.embed_tokens(tokens[:, None])[:, 0]  # the module: Gemma scales its embedding
         rotary = self._rotary(h, positions)
         nq, nkv, hd = self.heads, self.kv_heads, self.head_dim
+        packed = self._products.get(n)
         for i, layer in enumerate(self.layers):
+            qkv, o_proj, gate_up, down = packed[0][i] if packed else (layer.qkv, layer.o_proj, layer.gate_up, layer.down)
             x = layer.input_norm(h)
-            q, k, v = layer.qkv(x).view(n, nq + 2 * nkv, hd).split((nq, nkv, nkv), dim=1)
+            q, k, v = qkv(x).view(n, nq + 2 * nkv, hd).split((nq, nkv, nkv), dim=1)
             if layer.q_norm is not None:
                 q = layer.q_norm(q)
             if layer.k_norm is not None:
@@ -145,17 +172,17 @@ class FastDecoder:
             half = hd // 2
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
             attn = attend(i, layer, qk[:, :nq], qk[:, nq:], v).reshape(n, nq * hd)
-            attn = layer.o_proj(attn)
+            attn = o_proj(attn)
             if layer.post_attention_norm is not None:
                 attn = layer.post_attention_norm(attn)
             h = h + attn
             x = layer.pre_mlp_norm(h)
-            gate, up = layer.gate_up(x).chunk(2, dim=-1)
-            x = layer.down(layer.act(gate) * up)
+            gate, up = gate_up(x).chunk(2, dim=-1)
+            x = down(layer.act(gate) * up)
             if layer.post_mlp_norm is not None:
                 x = layer.post_mlp_norm(x)
             h = h + x
-        logits = self.model.lm_head(self.final_norm(h))
+        logits = (packed[1] if packed else self.head)(self.final_norm(h))
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits

@@ -75,6 +75,7 @@ class TransformersEngine:
         window_pool_tokens: int | None = None,
         pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
         fast_decode: bool = True,
+        batch_pack_bytes: int = cpu_linear.DEFAULT_BATCH_PACK_BYTES,
     ) -> None:
         """`max_batch`: requests running at once (each holds one row of the batch buffer; more wait).
         `interleave_chunk`: prefill chunk while other requests are decoding.
@@ -86,7 +87,10 @@ class TransformersEngine:
         (`engine.cpu_linear`); None leaves the model's linears as they are.
         `fast_decode`: run decode steps straight from the weights (`engine.fast_decode`) when the
         model's layers have a shape it knows and its logits pass the check against a full
-        forward; False keeps every step on the model's forward."""
+        forward; False keeps every step on the model's forward.
+        `batch_pack_bytes`: float32 on the CPU, with the fast step: at most this many bytes of
+        MKL-packed weight copies for steps of exactly 8, 4 and 2 rows (those up to `max_batch`, in
+        that order, each costing the weights' bytes once more; `engine.cpu_linear`); 0 for none."""
         if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
             raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
@@ -128,6 +132,11 @@ class TransformersEngine:
         )
         implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
         self.fast_decoder, self.fast_decode_off_reason = self._fast_decoder(fast_decode)
+        self.batch_pack_sizes: tuple[int, ...] = ()
+        if self.fast_decoder is not None and pack_min_bytes is not None:
+            before = self.fast_decoder.packed_bytes
+            self.batch_pack_sizes = self.fast_decoder.pack_for_batch_sizes(_batch_sizes(max_batch), batch_pack_bytes)
+            self.packed_weight_bytes += self.fast_decoder.packed_bytes - before
         self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
         self.kv = BatchKV(self.layout.shape, rows=1, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
                           layer_types=self.layout.layer_types, windows=self.layout.windows)
@@ -159,6 +168,7 @@ class TransformersEngine:
         window_pool_tokens: int | None = None,
         pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
         fast_decode: bool = True,
+        batch_pack_bytes: int = cpu_linear.DEFAULT_BATCH_PACK_BYTES,
         verbose: bool = False,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
@@ -209,6 +219,7 @@ class TransformersEngine:
                 window_pool_tokens=window_pool_tokens,
                 pack_min_bytes=pack_min_bytes,
                 fast_decode=fast_decode,
+                batch_pack_bytes=batch_pack_bytes,
             )
 
         return off_main_thread(load)
@@ -394,6 +405,11 @@ class TransformersEngine:
             if not _valid_pin(pin):
                 raise EngineError(f"each pin must be (prefix length in tokens >= 0, finite TTL in seconds >= 0); got {pin!r}")
         return prompt
+
+
+def _batch_sizes(max_batch: int) -> list[int]:
+    """Row counts that get packed weight copies, most rows first: powers of two up to `max_batch`."""
+    return [n for n in (1 << i for i in range(max_batch.bit_length(), 0, -1)) if 2 <= n <= max_batch]
 
 
 def _valid_pin(pin) -> bool:

@@ -18,7 +18,7 @@ from the cache), it reports:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -57,6 +57,8 @@ class VerifyReport:
     fast_decode: bool = False  # decode steps straight from the weights (`engine.fast_decode`)
     fast_decode_check_diff: float | None = None  # its logits vs a full forward, checked at load
     fast_decode_off_reason: str = ""
+    batch_pack_rows: list[int] = field(default_factory=list)  # steps of exactly these many rows run on packed weight copies
+    packed_weight_bytes: int = 0  # what every packed copy adds to the model's own weights
     float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
     float32_top_token_agreement: float | None = None  # share of prompt positions with the same argmax
     float32_logit_span: float | None = None  # largest |logit| of the float32 copy, for scale
@@ -86,7 +88,10 @@ class VerifyReport:
             (f"decode steps: straight from the weights, checked at load against a full forward "
              f"(max |logit diff| = {self.fast_decode_check_diff:.3g})" if self.fast_decode
              else f"decode steps: through the model's forward ({self.fast_decode_off_reason})"),
-        ] + ([] if self.float32_max_logit_diff is None else [
+        ] + ([] if not self.batch_pack_rows else [
+            f"batched steps of {'/'.join(map(str, self.batch_pack_rows))} rows on packed weight copies "
+            f"({self.packed_weight_bytes / 2**20:,.0f} MiB of packed copies in all)",
+        ]) + ([] if self.float32_max_logit_diff is None else [
             f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
             f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
             f"of positions",
@@ -160,6 +165,8 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
         fast_decode=engine.fast_decoder is not None,
         fast_decode_check_diff=engine.fast_decoder.check_diff if engine.fast_decoder is not None else None,
         fast_decode_off_reason=engine.fast_decode_off_reason,
+        batch_pack_rows=list(engine.batch_pack_sizes),
+        packed_weight_bytes=engine.packed_weight_bytes,
         **against,
     )
 

@@ -114,7 +114,8 @@ def test_bfloat16_engine_runs_on_packed_weights_close_to_float32(tiny_llama_path
     f32 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
     bf16 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, dtype="bfloat16")
     assert any(isinstance(m, cpu_linear.PackedLinear) for m in bf16.model.modules())
-    assert bf16.metrics()["packed_weight_bytes"] > 0 and f32.metrics()["packed_weight_bytes"] == 0
+    assert bf16.metrics()["packed_weight_bytes"] > 0 and bf16.batch_pack_sizes == ()  # MKL's copies: float32 only
+    assert not any(isinstance(m, cpu_linear.PackedLinear) for m in f32.model.modules())  # its matrices are small
     # The fast decode step's concatenated projections run packed too.
     assert bf16.fast_decoder is not None and bf16.fast_decoder.packed_bytes > 0
     assert isinstance(bf16.fast_decoder.layers[0].qkv, cpu_linear.PackedLinear)
@@ -133,3 +134,61 @@ def test_the_decode_thread_reports_the_torch_threads_it_runs_on(tiny_llama_path)
     assert engine.metrics()["decode_threads"] == 0  # no request yet: no worker thread
     engine.generate(req(tokens(9, 5), 2))
     assert engine.metrics()["decode_threads"] == torch.get_num_threads()
+
+
+needs_mkl_packed = pytest.mark.skipif(not cpu_linear.mkl_packed_available(), reason="torch built without MKL")
+
+
+def transposed_linear(n_in: int, n_out: int, bias: bool) -> nn.Linear:
+    linear = nn.Linear(n_in, n_out, bias=bias)
+    with torch.no_grad():  # stored `[in, out]`, as `store_transposed` leaves the engine's weights
+        linear.weight = nn.Parameter(linear.weight.detach().t().contiguous().t(), requires_grad=False)
+    return linear
+
+
+@needs_mkl_packed
+def test_batch_packed_products_equal_the_linears_for_their_row_counts():
+    torch.manual_seed(0)
+    linears = [nn.Linear(96, 300), transposed_linear(96, 1000, bias=False), transposed_linear(300, 96, bias=True)]
+    products, extra = cpu_linear.pack_for_batch_sizes(linears, [4, 2], 1 << 30)
+    assert sorted(products) == [2, 4]
+    assert extra == 2 * sum(lin.weight.numel() * 4 for lin in linears)
+    with torch.inference_mode():
+        for rows, found in products.items():
+            for product, linear in zip(found, linears):
+                x = torch.randn(rows, linear.in_features)
+                assert float((product(x) - linear(x)).abs().max()) <= 1e-5
+
+
+@needs_mkl_packed
+def test_batch_packs_fit_the_budget_and_only_float32():
+    linears = [nn.Linear(64, 512), nn.Linear(512, 64)]
+    one_size = sum(lin.weight.numel() * 4 for lin in linears)
+    assert list(cpu_linear.pack_for_batch_sizes(linears, [8, 4, 2], one_size)[0]) == [8]  # most rows first
+    assert list(cpu_linear.pack_for_batch_sizes(linears, [8, 4, 2], 2 * one_size + 1)[0]) == [8, 4]
+    assert cpu_linear.pack_for_batch_sizes(linears, [8, 4, 2], one_size - 1) == ({}, 0)
+    assert cpu_linear.pack_for_batch_sizes([nn.Linear(64, 512).to(torch.bfloat16)], [4], 1 << 30) == ({}, 0)
+
+
+@needs_mkl_packed
+def test_a_packed_copy_that_disagrees_is_not_used(monkeypatch):
+    def off_by_a_little(linear, rows):
+        return lambda x: linear(x) * 1.001
+    monkeypatch.setattr(cpu_linear, "_packed_product", off_by_a_little)
+    assert cpu_linear.pack_for_batch_sizes([nn.Linear(64, 512)], [4], 1 << 30) == ({}, 0)
+
+
+@needs_mkl_packed
+def test_steps_on_packed_copies_generate_what_each_request_alone_does(tiny_llama_path):
+    """Four requests started together (one position: the packed copies for 4 rows), ending at
+    different lengths (3 and 2 rows: the plain path, then the copies for 2)."""
+    prompts = [tokens(31 + i, 20) for i in range(4)]
+    lengths = [14, 9, 12, 6]
+    alone = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=1)
+    assert alone.batch_pack_sizes == ()  # one row never needs them
+    expected = [alone.generate(req(p, n)).token_ids for p, n in zip(prompts, lengths)]
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=4)
+    assert engine.batch_pack_sizes == (4, 2) and engine.metrics()["packed_weight_bytes"] > 0
+    results = run_concurrently(engine, [req(p, n) for p, n in zip(prompts, lengths)])
+    assert [r.token_ids for r in results] == expected
+    assert engine.metrics()["peak_decode_batch"] == 4

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hitrate.engine import cpu_linear
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.verify import verify
 
@@ -63,6 +64,9 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     assert "cached vs recompute: max |logit diff|" in text and "K/V groups: 4 query heads over 2" in text
     assert report["fast_decode"] and report["fast_decode_check_diff"] <= 1e-4
     assert "decode steps: straight from the weights, checked at load" in text
+    if cpu_linear.mkl_packed_available():
+        assert report["batch_pack_rows"] == [8, 4, 2] and report["packed_weight_bytes"] > 0
+        assert "batched steps of 8/4/2 rows on packed weight copies" in text
     missing = subprocess.run([hitrate, "engine", "verify", "/no/such/model"], capture_output=True, text=True,
                              timeout=300)
     assert missing.returncode == 2 and "error: could not load model" in missing.stderr
