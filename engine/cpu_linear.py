@@ -93,17 +93,20 @@ def mkl_packed_available() -> bool:
 Product = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _packed_product(linear: nn.Module, rows: int) -> Product:
-    """`x -> linear(x)` for `x` of exactly `rows` rows, on an MKL-packed copy of the weight."""
+def _packed_products(linear: nn.Module, sizes: list[int]) -> dict[int, Product]:
+    """{rows: `x -> linear(x)` for `x` of exactly `rows` rows, on an MKL-packed copy of the weight}."""
     weight, bias = linear.weight, linear.bias
-    with torch.no_grad():
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().contiguous(), rows)  # takes `[out, in]`
     mkl_linear = torch.ops.mkl._mkl_linear
+    with torch.no_grad():
+        dense = weight.detach().contiguous()  # `[out, in]`, what the reorder takes (one copy for every size)
+        packs = {rows: torch.ops.mkl._mkl_reorder_linear_weight(dense, rows) for rows in sizes}
 
-    def product(x: torch.Tensor) -> torch.Tensor:  # a plain closure: called ~35 times a step
-        return mkl_linear(x, packed, weight, bias, rows)
+    def product(packed: torch.Tensor, rows: int) -> Product:
+        def run(x: torch.Tensor) -> torch.Tensor:  # a plain closure: called ~35 times a step
+            return mkl_linear(x, packed, weight, bias, rows)
+        return run
 
-    return product
+    return {rows: product(packed, rows) for rows, packed in packs.items()}
 
 
 def _relative_diff(product: Product, linear: nn.Module, rows: int, generator: torch.Generator) -> float:
@@ -123,14 +126,16 @@ def pack_for_batch_sizes(linears: list[nn.Module], sizes: list[int], budget_byte
         return {}, 0
     per_size = sum(_nbytes(w) for w in {id(w): w for w in weights}.values())
     chosen = list(dict.fromkeys(n for n in sizes if n >= 2))[: max(0, budget_bytes // max(per_size, 1))]
+    if not chosen:
+        return {}, 0
     probe = torch.Generator().manual_seed(0)
-    products: dict[int, list[Product]] = {}
     with torch.inference_mode():
-        for rows in chosen:
-            products[rows] = [_packed_product(lin, rows) for lin in linears]
-            # Same products up to float32 rounding (another summation order), or none is used.
-            if max(_relative_diff(f, lin, rows, probe) for f, lin in zip(products[rows], linears)) > _PACKED_TOLERANCE:
-                return {}, 0
+        per_linear = [_packed_products(lin, chosen) for lin in linears]
+        # Same products up to float32 rounding (another summation order), or none is used.
+        if max(_relative_diff(found[rows], lin, rows, probe)
+               for found, lin in zip(per_linear, linears) for rows in chosen) > _PACKED_TOLERANCE:
+            return {}, 0
+    products = {rows: [found[rows] for found in per_linear] for rows in chosen}
     return products, per_size * len(products)
 
 

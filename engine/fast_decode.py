@@ -65,7 +65,6 @@ class FastDecoder:
     def __init__(self, model, layers: list[_Layer], *, heads: int, kv_heads: int, head_dim: int,
                  rotary_by_type: bool, final_norm: Norm, softcap: float | None, packed_bytes: int) -> None:
         self.model = model
-        self.head: nn.Module = model.lm_head
         self.layers = layers
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.group = heads // kv_heads
@@ -76,29 +75,29 @@ class FastDecoder:
         self.check_diff = 0.0
         self.packed_bytes = packed_bytes  # of the concatenated projections' packed copies
         self.can_batch = True  # rows of different lengths share a step (see `decode_rows`)
-        self.batch_pack_sizes: tuple[int, ...] = ()  # row counts with their own packed weights
         # rows -> (per layer (qkv, o_proj, gate_up, down), head) on those packed copies
         self._products: dict[int, tuple[list[tuple], Callable]] = {}
+
+    @property
+    def batch_pack_sizes(self) -> tuple[int, ...]:
+        """Row counts whose steps run on their own packed weight copies."""
+        return tuple(self._products)
 
     def pack_for_batch_sizes(self, sizes: list[int], budget_bytes: int) -> tuple[int, ...]:
         """Float32 on the CPU: MKL-packed weight copies for steps of exactly these row counts
         (`cpu_linear.pack_for_batch_sizes`, checked there; matrices with a oneDNN copy keep it).
         Returns the row counts packed."""
         names = ("qkv", "o_proj", "gate_up", "down")
-        slots = [(i, name) for i, layer in enumerate(self.layers) for name in names
-                 if type(getattr(layer, name)) is nn.Linear]
-        linears = [getattr(self.layers[i], name) for i, name in slots]
-        head = type(self.head) is nn.Linear
-        if head:
-            linears.append(self.head)
-        products, extra = cpu_linear.pack_for_batch_sizes(linears, sizes, budget_bytes)
+        head = self.model.lm_head
+        modules = {(i, name): getattr(layer, name) for i, layer in enumerate(self.layers) for name in names}
+        modules["head"] = head
+        plain = {slot: m for slot, m in modules.items() if type(m) is nn.Linear}
+        products, extra = cpu_linear.pack_for_batch_sizes(list(plain.values()), sizes, budget_bytes)
         for rows, found in products.items():
-            table = [dict((name, getattr(layer, name)) for name in names) for layer in self.layers]
-            for (i, name), product in zip(slots, found):
-                table[i][name] = product
-            self._products[rows] = ([tuple(t[name] for name in names) for t in table], found[-1] if head else self.head)
+            packed = {**modules, **dict(zip(plain, found))}
+            self._products[rows] = ([tuple(packed[i, name] for name in names) for i in range(len(self.layers))],
+                                    packed["head"])
         self.packed_bytes += extra
-        self.batch_pack_sizes = tuple(products)
         return self.batch_pack_sizes
 
     # ------------------------------------------------------------------ steps
@@ -182,7 +181,7 @@ class FastDecoder:
             if layer.post_mlp_norm is not None:
                 x = layer.post_mlp_norm(x)
             h = h + x
-        logits = (packed[1] if packed else self.head)(self.final_norm(h))
+        logits = (packed[1] if packed else self.model.lm_head)(self.final_norm(h))
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits

@@ -131,12 +131,8 @@ class TransformersEngine:
             ("requests", "prompt_tokens", "cached_tokens", "prefill_tokens_computed", "decode_tokens", "hot_reused_tokens"), 0
         )
         implementation, self.batch_check_diff, self.batching_off_reason = modelinfo.batch_decode_check(model, self.layout)
-        self.fast_decoder, self.fast_decode_off_reason = self._fast_decoder(fast_decode)
-        self.batch_pack_sizes: tuple[int, ...] = ()
-        if self.fast_decoder is not None and pack_min_bytes is not None:
-            before = self.fast_decoder.packed_bytes
-            self.batch_pack_sizes = self.fast_decoder.pack_for_batch_sizes(_batch_sizes(max_batch), batch_pack_bytes)
-            self.packed_weight_bytes += self.fast_decoder.packed_bytes - before
+        self.fast_decoder, self.fast_decode_off_reason = self._fast_decoder(
+            fast_decode, batch_pack_bytes if pack_min_bytes is not None else 0)
         self._grammar_index = TokenizerIndex(tokenizer, self.vocab_size)
         self.kv = BatchKV(self.layout.shape, rows=1, capacity=_INITIAL_ROW_CAPACITY, device=self.device,
                           layer_types=self.layout.layer_types, windows=self.layout.windows)
@@ -238,8 +234,9 @@ class TransformersEngine:
             return cpu_linear.pack_large_linears(self.model, min_bytes)
         return 0
 
-    def _fast_decoder(self, enabled: bool) -> tuple[FastDecoder | None, str]:
-        """(the checked fast decode step or None, why it is off)."""
+    def _fast_decoder(self, enabled: bool, batch_pack_bytes: int) -> tuple[FastDecoder | None, str]:
+        """(the checked fast decode step or None, why it is off), with its packed copies for
+        batched steps (`FastDecoder.pack_for_batch_sizes`) within `batch_pack_bytes`."""
         if not enabled:
             return None, "turned off"
         try:
@@ -247,8 +244,14 @@ class TransformersEngine:
             check_fast_decoder(decoder, self.model, self.layout)
         except FastDecodeUnsupported as exc:
             return None, str(exc)
+        decoder.pack_for_batch_sizes(_batch_sizes(self.max_batch), batch_pack_bytes)
         self.packed_weight_bytes += decoder.packed_bytes
         return decoder, ""
+
+    @property
+    def batch_pack_sizes(self) -> tuple[int, ...]:
+        """Row counts whose decode steps run on packed weight copies (`engine.cpu_linear`)."""
+        return self.fast_decoder.batch_pack_sizes if self.fast_decoder is not None else ()
 
     def _auto_pool_tokens(self, window: int | None) -> tuple[int, int]:
         """(pool tokens, window-pool tokens) that fit the memory budget."""

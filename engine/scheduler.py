@@ -229,9 +229,7 @@ class Scheduler:
         # one step apart each, which leaves the last steps running at ever smaller batches.
         budget = self.interleave_chunk if decoding else self.prefill_chunk
         for seq in [s for s in self._active if s.state == "prefill" and s.acked]:
-            left = len(seq.prompt) - (len(seq.fed) if seq.loaded else seq.lease.matched)
-            self._prefill_chunk(seq, budget)
-            budget -= min(left, budget)
+            budget -= self._prefill_chunk(seq, budget)
             if budget <= 0:
                 break
         if decoding:
@@ -294,7 +292,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ prefill
 
-    def _prefill_chunk(self, seq: Sequence, chunk: int) -> None:
+    def _prefill_chunk(self, seq: Sequence, chunk: int) -> int:
+        """Feed the next piece of `seq`'s prompt, at most `chunk` tokens; returns how many it fed."""
         try:
             if not seq.loaded:
                 self._load(seq)
@@ -311,7 +310,7 @@ class Scheduler:
             if keep_all:
                 seq.logit_parts.append(logits[0].float())
             if not last:
-                return
+                return len(piece)
             self._count_prompt(seq)
             self._checkpoint(seq)
             if seq.logits_only:
@@ -319,7 +318,7 @@ class Scheduler:
                 self._commit(seq)
                 seq.out.put(PrefillLogits(logits_all, seq.cached))
                 self._free(seq)
-                return
+                return len(piece)
             params = seq.request.params
             seq.rng = make_generator(params, self.device)
             seq.decoder = IncrementalDecoder(self.tokenizer, seq.prompt, decode=self._decode_text)
@@ -328,8 +327,10 @@ class Scheduler:
             seq.ttft = time.perf_counter() - seq.started
             seq.state = "decode"
             self._emit(seq, token)
+            return len(piece)
         except Exception as exc:
             self._fail(seq, exc)
+            return 0
 
     # ------------------------------------------------------------------ decode
 

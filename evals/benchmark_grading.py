@@ -16,9 +16,8 @@ from pathlib import Path
 from hitrate.evals.container_cli import ContainerError
 from hitrate.evals.grading import OUTPUT_CAPTURE_BYTES, OUTPUT_TAIL_CHARS, GradeResult, clean_test_output
 from hitrate.evals.junit import TestOutcome, match_outcomes, parse_junit
-from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
-from hitrate.evals.task_graders import CommandGrader, HarborGrader, SwebenchGrader
+from hitrate.evals.task_graders import HARBOR_REWARD_KEY, CommandGrader, HarborGrader, SwebenchGrader
 from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
 from hitrate.tools.shell import run_command
 
@@ -65,7 +64,7 @@ def _grade_harbor(task: Task, source: Path, overlay: Path | None, root: Path) ->
                 environment.run_oracle()
             return environment.verify()
     except ContainerError as exc:
-        return GradeResult.one_verdict(task.id, task.fail_to_pass[0], TestOutcome.missing, exit_code=None, timed_out=False,
+        return GradeResult.one_verdict(task.id, HARBOR_REWARD_KEY, TestOutcome.missing, exit_code=None, timed_out=False,
                                        infra_error=str(exc), duration_s=0.0, output="", confined=True)  # fmt: skip
 
 

@@ -31,10 +31,8 @@ from hitrate.evals.container_cli import ContainerCli, ContainerError, ExecResult
 from hitrate.evals.grading import OUTPUT_TAIL_CHARS, GradeResult
 from hitrate.evals.junit import TestOutcome
 from hitrate.evals.task import Task
-from hitrate.evals.task_graders import HarborGrader
+from hitrate.evals.task_graders import HARBOR_REWARD_KEY, HarborGrader
 from hitrate.tools.container_shell import ContainerShell
-
-REWARD_KEY = "reward"
 
 
 class HarborEnvironment:
@@ -135,7 +133,7 @@ class HarborEnvironment:
         outcome = TestOutcome.passed if resolved else (TestOutcome.missing if rewards is None else TestOutcome.failed)
         label = f"[verified by tests/test.sh in {self.cli.name} container {(self.container or '')[:12]}]\n"
         return GradeResult.one_verdict(
-            self.task.id, REWARD_KEY, outcome, exit_code=exit_code, timed_out=timed_out, infra_error=infra_error,
+            self.task.id, HARBOR_REWARD_KEY, outcome, exit_code=exit_code, timed_out=timed_out, infra_error=infra_error,
             duration_s=time.monotonic() - started, output=(label + output)[-OUTPUT_TAIL_CHARS:], confined=True,
         )
 
@@ -163,7 +161,7 @@ def read_rewards(verifier_dir: Path) -> tuple[dict[str, float] | None, str | Non
             value = float(raw)
         except ValueError:
             return None, f"reward.txt is not a number: {raw[:80]!r}"
-        return ({REWARD_KEY: value}, None) if math.isfinite(value) else (None, f"reward.txt is not finite: {raw[:80]!r}")
+        return ({HARBOR_REWARD_KEY: value}, None) if math.isfinite(value) else (None, f"reward.txt is not finite: {raw[:80]!r}")
     if json_path.is_file():
         try:
             data = json.loads(json_path.read_text(encoding="utf-8", errors="replace"))

@@ -28,7 +28,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hitrate.evals.requirements import unmet
-from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader, TaskSource
+from hitrate.evals.task_graders import HARBOR_REWARD_KEY, CommandGrader, Grader, HarborGrader, SwebenchGrader, TaskSource
 
 TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
 BUNDLED_SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -193,7 +193,7 @@ class Task(BaseModel):
         if isinstance(grader, SwebenchGrader):
             return list(grader.fail_to_pass)
         if isinstance(grader, HarborGrader):
-            return ["reward"]
+            return [HARBOR_REWARD_KEY]
         assert self.spec.tests is not None
         return list(self.spec.tests.fail_to_pass)
 

@@ -73,6 +73,10 @@ class SwebenchGrader(BaseModel):
     """Why the instance cannot be graded in the local sandbox (None: it can)."""
 
 
+# The one verdict of a Harbor task, under this test id.
+HARBOR_REWARD_KEY = "reward"
+
+
 class HarborGrader(BaseModel):
     """A Harbor task: `tests/test.sh` writes /logs/verifier/reward.txt (or reward.json)."""
 

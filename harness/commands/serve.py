@@ -51,8 +51,10 @@ def verify_command(
                                                     local_files_only=local_files_only)
         reference = None
         if engine.layout.shape.dtype != torch.float32:  # what this dtype costs, against float32
+            # Only its plain forward is used: no packed copies, fast step or batch rows to prepare.
             reference = TransformersEngine.from_pretrained(model, device=device, dtype="float32", pool_tokens=1 << 10,
-                                                           local_files_only=local_files_only)
+                                                           local_files_only=local_files_only, max_batch=1,
+                                                           pack_min_bytes=None, fast_decode=False)
         report = verify(engine, prompt or DEFAULT_PROMPT, reference=reference)
     except (EngineError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -172,9 +172,9 @@ def test_batch_packs_fit_the_budget_and_only_float32():
 
 @needs_mkl_packed
 def test_a_packed_copy_that_disagrees_is_not_used(monkeypatch):
-    def off_by_a_little(linear, rows):
-        return lambda x: linear(x) * 1.001
-    monkeypatch.setattr(cpu_linear, "_packed_product", off_by_a_little)
+    def off_by_a_little(linear, sizes):
+        return {rows: (lambda x: linear(x) * 1.001) for rows in sizes}
+    monkeypatch.setattr(cpu_linear, "_packed_products", off_by_a_little)
     assert cpu_linear.pack_for_batch_sizes([nn.Linear(64, 512)], [4], 1 << 30) == ({}, 0)
 
 

@@ -22,6 +22,8 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 BASE_TAGS = ("docker.io/library/python:3.12-slim",)
 _PYTHON = "/usr/bin/python3"
 _SKIP_STDLIB = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "__pycache__"}
@@ -184,15 +186,12 @@ def environment(env: dict[str, str]) -> Iterator[None]:
     """`env` set in this process for the block (the runtime probe re-asked on entry and exit)."""
     from hitrate.evals import requirements
 
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    requirements.container_runtime.cache_clear()
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
         requirements.container_runtime.cache_clear()
+        try:
+            yield
+        finally:
+            patch.undo()
+            requirements.container_runtime.cache_clear()

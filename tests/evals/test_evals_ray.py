@@ -3,12 +3,10 @@ own ledger shard, merged by the driver; one worker killed mid-task and retried; 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
 import sqlite3
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,16 +19,11 @@ from hitrate.evals.benchmarks import canonical_suite  # noqa: E402
 from hitrate.evals.ray_executor import run_eval_ray, shard_folder  # noqa: E402
 from hitrate.evals.settings import EvalSettings  # noqa: E402
 from hitrate.store.ledger import Ledger  # noqa: E402
+from runner_fakes import fake_llm_server_module  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "benchmarks"
 # The harness tests' recording OpenAI-compatible server on 127.0.0.1 (the workers reach it over HTTP).
-if "fake_llm_server" in sys.modules:
-    fake = sys.modules["fake_llm_server"]
-else:
-    _spec = importlib.util.spec_from_file_location("fake_llm_server", Path(__file__).parents[1] / "harness" / "fake_llm_server.py")
-    fake = importlib.util.module_from_spec(_spec)
-    sys.modules["fake_llm_server"] = fake
-    _spec.loader.exec_module(fake)
+fake = fake_llm_server_module()
 
 pytestmark = pytest.mark.slow
 

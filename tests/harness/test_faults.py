@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -467,7 +466,7 @@ def _kill_9_once(proc: subprocess.Popen, ready, timeout_s: float, never: str) ->
         while not ready() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         assert ready(), f"{never}: {proc.stderr.read().decode() if proc.poll() is not None else ''}"
-        os.kill(proc.pid, signal.SIGKILL)
+        proc.kill()  # SIGKILL
         proc.wait(10)
     finally:
         if proc.poll() is None:
