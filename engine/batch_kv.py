@@ -62,6 +62,7 @@ class BatchKV:
         self.lengths = [0] * rows
         self._positions = torch.arange(self.capacity, device=device)
         self._row_caches: dict[int, RowCache] = {}
+        self._views: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
     # ------------------------------------------------------------------ storage
 
@@ -76,6 +77,7 @@ class BatchKV:
         bigger[..., : self.capacity, :] = self.buffer
         self.buffer = bigger
         self.generation += 1
+        self._views = None  # they would hold the old buffer
         self.capacity = new_capacity
         self._positions = torch.arange(new_capacity, device=self.device)
 
@@ -91,8 +93,16 @@ class BatchKV:
         bigger[:, :, : self.rows] = self.buffer
         self.buffer = bigger
         self.generation += 1
+        self._views = None  # they would hold the old buffer
         self.lengths += [0] * (new_rows - self.rows)
         self.rows = new_rows
+
+    def layer_views(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, (K, V) views `[rows, kv_heads, capacity, head_dim]` of the buffer, taken once
+        per buffer (a decode step indexes them ~4 times a layer)."""
+        if self._views is None:
+            self._views = [(layer[0], layer[1]) for layer in self.buffer]
+        return self._views
 
     def truncate(self, row: int, length: int) -> None:
         self.lengths[row] = min(self.lengths[row], length)

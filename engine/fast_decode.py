@@ -7,8 +7,9 @@ tensor ops and ~310 module calls (each RMSNorm alone is ten ops), a cache object
 a flash-attention kernel tuned for long queries that costs ~80 us for a single query. This step
 runs the same arithmetic in ~35 ops per layer:
 
-- each RMSNorm as one `F.rms_norm` (Gemma's `1 + weight` folded in once), used only when it
-  reproduces the model's own norm module bit for bit on a probe, else the module is called;
+- each RMSNorm in six ops (Gemma's `1 + weight` folded in once; a layer's query and key norms
+  as one), used only when it reproduces the model's own norm modules bit for bit on a probe,
+  else the module is called;
 - q/k/v and gate/up as one matmul each (the weights are concatenated once; the model's own
   projections become views of the concatenated matrix, so no weight is stored twice);
 - rotary embedding on q and k together, with the model's own `rotary_emb` for cos/sin;
@@ -39,6 +40,9 @@ class FastDecodeUnsupported(Exception):
 
 
 Norm = Callable[[torch.Tensor], torch.Tensor]
+Product = Callable[[torch.Tensor], torch.Tensor]
+# A layer's matrix products, in the order the per-row-count tables hold them.
+_PRODUCTS = ("qkv", "o_proj", "gate_up", "down")
 
 
 @dataclass
@@ -47,6 +51,7 @@ class _Layer:
     qkv: nn.Module
     q_norm: Norm | None
     k_norm: Norm | None
+    qk_norm: Norm | None  # q_norm and k_norm as one norm over [n, heads + kv_heads, head_dim]
     o_proj: nn.Module
     post_attention_norm: Norm | None  # Gemma: after attention, before the residual add
     pre_mlp_norm: Norm
@@ -54,7 +59,7 @@ class _Layer:
     gate_up: nn.Module
     act: Callable[[torch.Tensor], torch.Tensor]
     down: nn.Module
-    scaling: float
+    scale: torch.Tensor  # the attention scaling as a 0-dim float32 tensor (see `_rms`)
     layer_type: str
     window: int | None
 
@@ -77,6 +82,9 @@ class FastDecoder:
         self.can_batch = True  # rows of different lengths share a step (see `decode_rows`)
         # rows -> (per layer (qkv, o_proj, gate_up, down), head) on those packed copies
         self._products: dict[int, tuple[list[tuple], Callable]] = {}
+        # The same for any other row count: the weights as stored, without module calls.
+        self._plain = ([tuple(_plain_product(getattr(layer, name)) for name in _PRODUCTS) for layer in layers],
+                       _plain_product(model.lm_head))
 
     @property
     def batch_pack_sizes(self) -> tuple[int, ...]:
@@ -87,7 +95,7 @@ class FastDecoder:
         """Float32 on the CPU: MKL-packed weight copies for steps of exactly these row counts
         (`cpu_linear.pack_for_batch_sizes`, checked there; matrices with a oneDNN copy keep it).
         Returns the row counts packed."""
-        names = ("qkv", "o_proj", "gate_up", "down")
+        names = _PRODUCTS
         head = self.model.lm_head
         modules = {(i, name): getattr(layer, name) for i, layer in enumerate(self.layers) for name in names}
         modules["head"] = head
@@ -107,17 +115,17 @@ class FastDecoder:
         """Logits `[1, vocab]` of `token` fed at row `row`'s next position; the row's K/V gains
         that position (the caller commits the length)."""
         p = kv.lengths[row]
-        buffer = kv.buffer
+        views = kv.layer_views()
         positions = torch.tensor([p], device=kv.device)
 
         def attend(i: int, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            buffer[i, 0, row, :, p] = k[0]
-            buffer[i, 1, row, :, p] = v[0]
+            keys, values = views[i][0][row], views[i][1][row]  # [kv_heads, capacity, head_dim]
+            keys[:, p] = k[0]
+            values[:, p] = v[0]
             # Exactly the keys this query sees: a sliding layer's last `window` positions.
             start = window_offset(p, layer.window) if layer.layer_type == "sliding_attention" else 0
-            keys = buffer[i, 0, row, :, start: p + 1]
-            values = buffer[i, 1, row, :, start: p + 1]
-            return self._attention(q.view(self.kv_heads, self.group, self.head_dim), keys, values, None, layer)
+            return self._attention(q.view(self.kv_heads, self.group, self.head_dim), keys[:, start: p + 1],
+                                   values[:, start: p + 1], None, layer)
 
         return self._forward(torch.tensor([token], device=kv.device), positions, attend)
 
@@ -126,7 +134,7 @@ class FastDecoder:
         """Logits `[n, vocab]` of one step over rows [0, n) (`tokens[r]` fed at row r's next
         position; rows that are padding compute too and are never committed)."""
         n = len(tokens)
-        buffer = kv.buffer
+        views = kv.layer_views()
         lengths = kv.lengths[:n]
         positions = torch.tensor(lengths, device=kv.device)
         low, kv_len = min(lengths), max(lengths) + 1
@@ -135,17 +143,18 @@ class FastDecoder:
         aligned = low == kv_len - 1  # every row at the same position (requests started together)
 
         def attend(i: int, layer: _Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            keys, values = views[i][0][:n], views[i][1][:n]  # [n, kv_heads, capacity, head_dim]
             if aligned:  # one strided copy instead of an indexed write (a third of its cost)
-                buffer[i, 0, :n, :, low] = k
-                buffer[i, 1, :n, :, low] = v
+                keys[:, :, low] = k
+                values[:, :, low] = v
             else:
-                buffer[i, 0, :n][rows, :, positions] = k
-                buffer[i, 1, :n][rows, :, positions] = v
+                keys[rows, :, positions] = k
+                values[rows, :, positions] = v
             # The keys (and mask) `BatchKV.decode_masks` prepared for this layer type.
             start = window_offset(low, kv.slice_windows.get(layer.layer_type))
             mask = masks if isinstance(masks, torch.Tensor) else masks[layer.layer_type]
-            keys = buffer[i, 0, :n, :, start:kv_len]
-            values = buffer[i, 1, :n, :, start:kv_len]
+            keys = keys[:, :, start:kv_len]
+            values = values[:, :, start:kv_len]
             q = q.view(n, self.kv_heads, self.group, self.head_dim)
             return self._attention(q, keys, values, mask, layer)
 
@@ -157,19 +166,24 @@ class FastDecoder:
         h = inner.embed_tokens(tokens[:, None])[:, 0]  # the module: Gemma scales its embedding
         rotary = self._rotary(h, positions)
         nq, nkv, hd = self.heads, self.kv_heads, self.head_dim
-        packed = self._products.get(n)
+        half = hd // 2
+        products, head = self._products.get(n) or self._plain
         for i, layer in enumerate(self.layers):
-            qkv, o_proj, gate_up, down = packed[0][i] if packed else (layer.qkv, layer.o_proj, layer.gate_up, layer.down)
+            qkv, o_proj, gate_up, down = products[i]
             x = layer.input_norm(h)
-            q, k, v = qkv(x).view(n, nq + 2 * nkv, hd).split((nq, nkv, nkv), dim=1)
-            if layer.q_norm is not None:
-                q = layer.q_norm(q)
-            if layer.k_norm is not None:
-                k = layer.k_norm(k)
+            heads = qkv(x).view(n, nq + 2 * nkv, hd)
+            qk, v = heads[:, : nq + nkv], heads[:, nq + nkv:]
+            if layer.qk_norm is not None:
+                qk = layer.qk_norm(qk)
+            elif layer.q_norm is not None or layer.k_norm is not None:
+                q, k = qk.split((nq, nkv), dim=1)
+                q = q if layer.q_norm is None else layer.q_norm(q)
+                k = k if layer.k_norm is None else layer.k_norm(k)
+                qk = torch.cat((q, k), dim=1)
+            # Rotary embedding: `rotate_half(x)` is `roll(x, half)` with the first half negated,
+            # which `_rotary` folded into sin (the same products, bit for bit).
             cos, sin = rotary[layer.layer_type]
-            qk = torch.cat((q, k), dim=1)
-            half = hd // 2
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin
+            qk = qk * cos + qk.roll(half, -1) * sin
             attn = attend(i, layer, qk[:, :nq], qk[:, nq:], v).reshape(n, nq * hd)
             attn = o_proj(attn)
             if layer.post_attention_norm is not None:
@@ -181,31 +195,38 @@ class FastDecoder:
             if layer.post_mlp_norm is not None:
                 x = layer.post_mlp_norm(x)
             h = h + x
-        logits = (packed[1] if packed else self.model.lm_head)(self.final_norm(h))
+        logits = head(self.final_norm(h))
         if self.softcap is not None:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits
 
     def _rotary(self, h: torch.Tensor, positions: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """cos / sin `[n, 1, head_dim]` by layer type, from the model's own rotary module."""
+        """cos and sin `[n, 1, head_dim]` by layer type, from the model's own rotary module, sin
+        with its first half negated (see `_forward`)."""
         emb = self.model.model.rotary_emb
         ids = positions[:, None]
         if self.rotary_by_type:
             pairs = {t: emb(h[:, None], ids, t) for t in self.layer_types}
         else:
             pairs = dict.fromkeys(self.layer_types, emb(h[:, None], ids))
-        return {t: (cos.to(h.dtype), sin.to(h.dtype)) for t, (cos, sin) in pairs.items()}
+        half = self.head_dim // 2
+        return {t: (cos.to(h.dtype), torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).to(h.dtype))
+                for t, (cos, sin) in pairs.items()}
 
     def _attention(self, q, keys, values, mask, layer: _Layer) -> torch.Tensor:
-        """`q` [..., kv_heads, group, d] against `keys` / `values` [..., kv_heads, T, d]."""
-        scores = torch.matmul(q, keys.transpose(-1, -2)) * layer.scaling
+        """`q` [..., kv_heads, group, d] against `keys` / `values` [..., kv_heads, T, d], as the
+        `bmm`s that `torch.matmul` would run on them (the same products) without its broadcasting
+        wrapper; `mask` [n, 1, 1, T] for rows `[n, kv_heads, ...]`."""
+        shape = q.shape
+        q3, keys3, values3 = q.reshape(-1, *shape[-2:]), keys.flatten(0, -3), values.flatten(0, -3)
+        scores = torch.bmm(q3, keys3.transpose(1, 2)).mul_(layer.scale)
         if mask is not None:
-            scores = scores + mask  # [n, 1, 1, T] broadcasts over heads and the group
+            scores = (scores.view(*shape[:-1], -1) + mask).flatten(0, -3)  # broadcasts over heads and the group
         if scores.dtype != torch.float32:  # as transformers' eager attention: softmax in float32
             weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         else:
             weights = torch.softmax(scores, dim=-1)
-        return torch.matmul(weights, values)
+        return torch.bmm(weights, values3)
 
 
 # ---------------------------------------------------------------------- building
@@ -290,11 +311,15 @@ def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, he
     sandwich = hasattr(layer, "pre_feedforward_layernorm")
     if sandwich and not hasattr(layer, "post_feedforward_layernorm"):
         raise FastDecodeUnsupported(f"layer {index} has pre- but no post-feedforward norm")
+    q_norm = _norm(attn.q_norm) if getattr(attn, "q_norm", None) is not None else None
+    k_norm = _norm(attn.k_norm) if getattr(attn, "k_norm", None) is not None else None
+    both = q_norm is not None and k_norm is not None
     return _Layer(
         input_norm=_norm(layer.input_layernorm),
         qkv=qkv,
-        q_norm=_norm(attn.q_norm) if getattr(attn, "q_norm", None) is not None else None,
-        k_norm=_norm(attn.k_norm) if getattr(attn, "k_norm", None) is not None else None,
+        q_norm=q_norm,
+        k_norm=k_norm,
+        qk_norm=_fused_qk_norm(attn, q_norm, k_norm, heads, kv_heads) if both else None,
         o_proj=attn.o_proj,
         post_attention_norm=_norm(layer.post_attention_layernorm) if sandwich else None,
         pre_mlp_norm=_norm(layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm),
@@ -302,7 +327,7 @@ def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, he
         gate_up=gate_up,
         act=act,
         down=mlp.down_proj,
-        scaling=float(getattr(attn, "scaling", head_dim ** -0.5)),
+        scale=torch.tensor(float(getattr(attn, "scaling", head_dim ** -0.5)), dtype=torch.float32),
         layer_type=layer_type,
         window=window,
     )
@@ -339,27 +364,81 @@ def _concatenated(linears: list[nn.Module], index: int) -> nn.Linear:
     return out
 
 
+def _plain_product(module: nn.Module) -> Product:
+    """`x -> module(x)` for a 2-D `x` without the module call: for a plain linear the `mm` /
+    `addmm` that `F.linear` itself runs on the weight as stored (the same product, bit for bit;
+    ~75 calls a step, where the call chain costs more than the op on a small matrix). Any other
+    module (a packed copy, a quantized linear) is called as is."""
+    if type(module) is not nn.Linear:
+        return module
+    weight_t, bias = module.weight.t(), module.bias
+    if bias is None:
+        return lambda x: torch.mm(x, weight_t)
+    return lambda x: torch.addmm(bias, x, weight_t)
+
+
+def _fused_qk_norm(attn: nn.Module, q_norm: Norm, k_norm: Norm, heads: int, kv_heads: int) -> Norm | None:
+    """The query and key norms as one norm over `[n, heads + kv_heads, head_dim]` and one
+    multiply by their weights stacked per head, when that reproduces `q_norm` on the query heads
+    and `k_norm` on the key heads bit for bit on a probe (float32 only); else None."""
+    weights = [getattr(getattr(attn, name), "weight", None) for name in ("q_norm", "k_norm")]
+    epsilons = {getattr(getattr(attn, name), "eps", getattr(getattr(attn, name), "variance_epsilon", None))
+                for name in ("q_norm", "k_norm")}
+    if (any(not isinstance(w, torch.Tensor) or w.dim() != 1 or w.dtype != torch.float32 for w in weights)
+            or len(epsilons) != 1 or not isinstance(eps := next(iter(epsilons)), float)):
+        return None
+    dim = weights[0].shape[0]
+    eps_t, size_t = _norm_constants(eps, dim)
+    with torch.no_grad():
+        probe = torch.randn(3, heads + kv_heads, dim, generator=torch.Generator().manual_seed(1)).to(weights[0].device) * 3
+        expected = torch.cat((q_norm(probe[:, :heads]), k_norm(probe[:, heads:])), dim=1)
+        for q_weight, k_weight in ((1.0 + weights[0], 1.0 + weights[1]), (weights[0], weights[1])):  # Gemma, Llama
+            stacked = torch.cat([q_weight.detach()] * heads + [k_weight.detach()] * kv_heads).view(heads + kv_heads, dim)
+
+            def fused(x: torch.Tensor, stacked: torch.Tensor = stacked) -> torch.Tensor:
+                return _rms(x, eps_t, size_t).mul_(stacked)
+
+            if torch.equal(fused(probe), expected):
+                return fused
+    return None
+
+
+def _rms(x: torch.Tensor, eps: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
+    """`x / sqrt(mean(x^2) + eps)` over the last dim in float32, as the Gemma and Llama norm modules
+    write it, in five ops, where `F.rms_norm` on the CPU runs ~20 (its dtype handling) for the
+    same result; a decode step runs ~90 norms, each just after a matmul streamed the caches away.
+    `x * x` is what `pow(x, 2)` computes and `sum / size` what `mean` does on the CPU; `eps` and
+    `size` (the last dim's length) are 0-dim float32 tensors, which spares each op the conversion
+    of a Python number to a tensor (an allocation and a copy, the same value)."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True).div_(size).add_(eps))
+
+
+def _norm_constants(eps: float, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor(eps, dtype=torch.float32), torch.tensor(float(size), dtype=torch.float32)
+
+
 def _norm(module: nn.Module) -> Norm:
-    """`F.rms_norm` in the module's own formula when that reproduces the module exactly on a probe,
-    else the module itself."""
+    """The module's own formula (`_rms`; `F.rms_norm` outside float32) when that reproduces the
+    module exactly on a probe, else the module itself."""
     weight = getattr(module, "weight", None)
     eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
     if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not isinstance(eps, float):
         return module
     shape = (weight.shape[0],)
     dtype = weight.dtype
+    eps_t, size_t = _norm_constants(eps, shape[0])
     with torch.no_grad():
         gemma_weight = (1.0 + weight.detach().float())
         plain_weight = weight.detach()
 
         def gemma(x: torch.Tensor) -> torch.Tensor:  # float32 math, `1 + weight`, then cast
             if x.dtype == torch.float32:
-                return F.rms_norm(x, shape, gemma_weight, eps)
+                return _rms(x, eps_t, size_t).mul_(gemma_weight)
             return F.rms_norm(x.float(), shape, gemma_weight, eps).to(x.dtype)
 
         def llama(x: torch.Tensor) -> torch.Tensor:  # float32 math, cast, then `weight *`
             if x.dtype == torch.float32 and dtype == torch.float32:
-                return F.rms_norm(x, shape, plain_weight, eps)
+                return _rms(x, eps_t, size_t).mul_(plain_weight)
             return plain_weight * F.rms_norm(x.float(), shape, None, eps).to(x.dtype)
 
         probe = torch.randn(3, shape[0], generator=torch.Generator().manual_seed(0)).to(weight.device, dtype) * 3

@@ -66,7 +66,7 @@ def test_a_step_that_disagrees_with_the_full_forward_is_refused(tiny_llama_path)
     layout = modelinfo.kv_layout(model)
     decoder = build_fast_decoder(model, layout.layer_types, layout.windows)
     assert check_fast_decoder(decoder, model, layout) <= 1e-4
-    decoder.layers[0].scaling *= 2  # a wrong attention scale
+    decoder.layers[0].scale = decoder.layers[0].scale * 2  # a wrong attention scale
     with pytest.raises(FastDecodeUnsupported, match="differ from a full forward"):
         check_fast_decoder(decoder, model, layout)
 
