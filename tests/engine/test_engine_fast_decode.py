@@ -15,7 +15,9 @@ from transformers import AutoModelForCausalLM
 from hitrate.engine import modelinfo
 from hitrate.engine.api import GenerationRequest, SamplingParams
 from hitrate.engine.batch_kv import BatchKV
-from hitrate.engine.fast_decode import FastDecodeUnsupported, _norm, build_fast_decoder, check_fast_decoder
+from hitrate.engine.fast_decode import (
+    FastDecodeUnsupported, _fused_qk_norm, _norm, _plain_product, build_fast_decoder, check_fast_decoder,
+)
 from hitrate.engine.runner import TransformersEngine
 
 SLIDING = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"]}
@@ -112,3 +114,57 @@ def test_the_projections_share_the_concatenated_weights(tiny_llama_path):
 def test_a_norm_of_another_formula_is_called_as_the_module():
     layer_norm = nn.LayerNorm(8)  # subtracts the mean: neither RMSNorm formula reproduces it
     assert _norm(layer_norm) is layer_norm
+
+
+@pytest.mark.parametrize("arch", ["gemma3_sliding", "qwen3"])
+def test_the_query_and_key_norms_run_as_one_with_the_same_values(tiny_model_factory, arch):
+    """Gemma 3 and Qwen3 normalize each query and key head: the step runs both as one norm over
+    the heads side by side, equal bit for bit to the model's own two norm modules."""
+    model = AutoModelForCausalLM.from_pretrained(model_path(tiny_model_factory, arch), dtype=torch.float32).eval()
+    layout = modelinfo.kv_layout(model)
+    decoder = build_fast_decoder(model, layout.layer_types, layout.windows)
+    heads, kv_heads, dim = decoder.heads, decoder.kv_heads, decoder.head_dim
+    x = torch.randn(5, heads + kv_heads, dim, generator=torch.Generator().manual_seed(3)) * 4
+    for layer, module in zip(decoder.layers, model.model.layers):
+        assert layer.qk_norm is not None
+        attn = module.self_attn
+        with torch.no_grad():
+            expected = torch.cat((attn.q_norm(x[:, :heads]), attn.k_norm(x[:, heads:])), dim=1)
+            assert torch.equal(layer.qk_norm(x), expected)
+
+
+def test_query_and_key_norms_that_cannot_share_one_norm_stay_apart(tiny_model_factory):
+    model = AutoModelForCausalLM.from_pretrained(model_path(tiny_model_factory, "qwen3"), dtype=torch.float32).eval()
+    attn = model.model.layers[0].self_attn
+    attn.k_norm.variance_epsilon = attn.q_norm.variance_epsilon * 10  # one norm has one epsilon
+    config = model.config
+    assert _fused_qk_norm(attn, _norm(attn.q_norm), _norm(attn.k_norm), config.num_attention_heads,
+                          config.num_key_value_heads) is None
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_linear_runs_as_the_product_the_module_computes(bias):
+    linear = nn.Linear(24, 40, bias=bias)
+    with torch.no_grad():  # stored `[in, out]` as the engine keeps float32 weights on a CPU
+        linear.weight = nn.Parameter(linear.weight.detach().t().contiguous().t(), requires_grad=False)
+    x = torch.randn(3, 24)
+    with torch.no_grad():
+        assert torch.equal(_plain_product(linear)(x), linear(x))
+    packed = nn.Sequential(nn.Linear(24, 40))  # anything else is called as the module
+    assert _plain_product(packed) is packed
+
+
+def test_the_layer_views_follow_the_buffer_when_it_grows(tiny_llama_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_path, dtype=torch.float32).eval()
+    layout = modelinfo.kv_layout(model)
+    kv = BatchKV(layout.shape, rows=1, capacity=4, device=torch.device("cpu"), layer_types=layout.layer_types,
+                 windows=layout.windows)
+    first = kv.layer_views()
+    assert kv.layer_views() is first  # taken once per buffer
+    kv.ensure_capacity(9)
+    kv.ensure_rows(3)
+    keys, values = kv.layer_views()[1]
+    assert keys.shape == (3, layout.shape.kv_heads, kv.capacity, layout.shape.head_dim)
+    keys[2, 0, 8].fill_(1.5)
+    values[1, 0, 7].fill_(-2.0)
+    assert bool((kv.buffer[1, 0, 2, 0, 8] == 1.5).all()) and bool((kv.buffer[1, 1, 1, 0, 7] == -2.0).all())
