@@ -75,9 +75,7 @@ class BatchKV:
         shape[4] = new_capacity
         bigger = torch.zeros(shape, dtype=self.buffer.dtype, device=self.buffer.device)
         bigger[..., : self.capacity, :] = self.buffer
-        self.buffer = bigger
-        self.generation += 1
-        self._views = None  # they would hold the old buffer
+        self._replace_buffer(bigger)
         self.capacity = new_capacity
         self._positions = torch.arange(new_capacity, device=self.device)
 
@@ -91,11 +89,14 @@ class BatchKV:
         shape[2] = new_rows
         bigger = torch.zeros(shape, dtype=self.buffer.dtype, device=self.buffer.device)
         bigger[:, :, : self.rows] = self.buffer
+        self._replace_buffer(bigger)
+        self.lengths += [0] * (new_rows - self.rows)
+        self.rows = new_rows
+
+    def _replace_buffer(self, bigger: torch.Tensor) -> None:
         self.buffer = bigger
         self.generation += 1
         self._views = None  # they would hold the old buffer
-        self.lengths += [0] * (new_rows - self.rows)
-        self.rows = new_rows
 
     def layer_views(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, (K, V) views `[rows, kv_heads, capacity, head_dim]` of the buffer, taken once

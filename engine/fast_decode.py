@@ -81,10 +81,14 @@ class FastDecoder:
         self.packed_bytes = packed_bytes  # of the concatenated projections' packed copies
         self.can_batch = True  # rows of different lengths share a step (see `decode_rows`)
         # rows -> (per layer (qkv, o_proj, gate_up, down), head) on those packed copies
-        self._products: dict[int, tuple[list[tuple], Callable]] = {}
+        self._products: dict[int, tuple[list[tuple], Product]] = {}
         # The same for any other row count: the weights as stored, without module calls.
-        self._plain = ([tuple(_plain_product(getattr(layer, name)) for name in _PRODUCTS) for layer in layers],
-                       _plain_product(model.lm_head))
+        self._plain = self._table(_plain_product)
+
+    def _table(self, product: Callable[[nn.Module], Product]) -> tuple[list[tuple], Product]:
+        """(per layer, its `_PRODUCTS` as `product(module)`; the head's)."""
+        return ([tuple(product(getattr(layer, name)) for name in _PRODUCTS) for layer in self.layers],
+                product(self.model.lm_head))
 
     @property
     def batch_pack_sizes(self) -> tuple[int, ...]:
@@ -95,16 +99,12 @@ class FastDecoder:
         """Float32 on the CPU: MKL-packed weight copies for steps of exactly these row counts
         (`cpu_linear.pack_for_batch_sizes`, checked there; matrices with a oneDNN copy keep it).
         Returns the row counts packed."""
-        names = _PRODUCTS
-        head = self.model.lm_head
-        modules = {(i, name): getattr(layer, name) for i, layer in enumerate(self.layers) for name in names}
-        modules["head"] = head
-        plain = {slot: m for slot, m in modules.items() if type(m) is nn.Linear}
-        products, extra = cpu_linear.pack_for_batch_sizes(list(plain.values()), sizes, budget_bytes)
+        modules = [getattr(layer, name) for layer in self.layers for name in _PRODUCTS] + [self.model.lm_head]
+        plain = [m for m in modules if type(m) is nn.Linear]
+        products, extra = cpu_linear.pack_for_batch_sizes(plain, sizes, budget_bytes)
         for rows, found in products.items():
-            packed = {**modules, **dict(zip(plain, found))}
-            self._products[rows] = ([tuple(packed[i, name] for name in names) for i in range(len(self.layers))],
-                                    packed["head"])
+            packed = {id(m): product for m, product in zip(plain, found)}
+            self._products[rows] = self._table(lambda m: packed.get(id(m)) or _plain_product(m))
         self.packed_bytes += extra
         return self.batch_pack_sizes
 
@@ -381,19 +381,17 @@ def _fused_qk_norm(attn: nn.Module, q_norm: Norm, k_norm: Norm, heads: int, kv_h
     """The query and key norms as one norm over `[n, heads + kv_heads, head_dim]` and one
     multiply by their weights stacked per head, when that reproduces `q_norm` on the query heads
     and `k_norm` on the key heads bit for bit on a probe (float32 only); else None."""
-    weights = [getattr(getattr(attn, name), "weight", None) for name in ("q_norm", "k_norm")]
-    epsilons = {getattr(getattr(attn, name), "eps", getattr(getattr(attn, name), "variance_epsilon", None))
-                for name in ("q_norm", "k_norm")}
-    if (any(not isinstance(w, torch.Tensor) or w.dim() != 1 or w.dtype != torch.float32 for w in weights)
-            or len(epsilons) != 1 or not isinstance(eps := next(iter(epsilons)), float)):
+    params = [_norm_params(attn.q_norm), _norm_params(attn.k_norm)]
+    if any(p is None or p[0].dtype != torch.float32 for p in params) or params[0][1] != params[1][1]:
         return None
-    dim = weights[0].shape[0]
+    (q_weight, eps), (k_weight, _) = params
+    dim = q_weight.shape[0]
     eps_t, size_t = _norm_constants(eps, dim)
     with torch.no_grad():
-        probe = torch.randn(3, heads + kv_heads, dim, generator=torch.Generator().manual_seed(1)).to(weights[0].device) * 3
+        probe = torch.randn(3, heads + kv_heads, dim, generator=torch.Generator().manual_seed(1)).to(q_weight.device) * 3
         expected = torch.cat((q_norm(probe[:, :heads]), k_norm(probe[:, heads:])), dim=1)
-        for q_weight, k_weight in ((1.0 + weights[0], 1.0 + weights[1]), (weights[0], weights[1])):  # Gemma, Llama
-            stacked = torch.cat([q_weight.detach()] * heads + [k_weight.detach()] * kv_heads).view(heads + kv_heads, dim)
+        for q_w, k_w in zip(_formula_weights(q_weight), _formula_weights(k_weight)):
+            stacked = torch.cat([q_w] * heads + [k_w] * kv_heads).view(heads + kv_heads, dim)
 
             def fused(x: torch.Tensor, stacked: torch.Tensor = stacked) -> torch.Tensor:
                 return _rms(x, eps_t, size_t).mul_(stacked)
@@ -401,6 +399,20 @@ def _fused_qk_norm(attn: nn.Module, q_norm: Norm, k_norm: Norm, heads: int, kv_h
             if torch.equal(fused(probe), expected):
                 return fused
     return None
+
+
+def _norm_params(module: nn.Module) -> tuple[torch.Tensor, float] | None:
+    """(weight, eps) of an RMSNorm-like module (a 1-D weight and a float epsilon), else None."""
+    weight = getattr(module, "weight", None)
+    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not isinstance(eps, float):
+        return None
+    return weight, eps
+
+
+def _formula_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What each formula multiplies by: Gemma's `1 + weight` in float32, Llama's `weight`."""
+    return (1.0 + weight.detach().float()), weight.detach()
 
 
 def _rms(x: torch.Tensor, eps: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
@@ -420,16 +432,15 @@ def _norm_constants(eps: float, size: int) -> tuple[torch.Tensor, torch.Tensor]:
 def _norm(module: nn.Module) -> Norm:
     """The module's own formula (`_rms`; `F.rms_norm` outside float32) when that reproduces the
     module exactly on a probe, else the module itself."""
-    weight = getattr(module, "weight", None)
-    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not isinstance(eps, float):
+    params = _norm_params(module)
+    if params is None:
         return module
+    weight, eps = params
     shape = (weight.shape[0],)
     dtype = weight.dtype
     eps_t, size_t = _norm_constants(eps, shape[0])
     with torch.no_grad():
-        gemma_weight = (1.0 + weight.detach().float())
-        plain_weight = weight.detach()
+        gemma_weight, plain_weight = _formula_weights(weight)
 
         def gemma(x: torch.Tensor) -> torch.Tensor:  # float32 math, `1 + weight`, then cast
             if x.dtype == torch.float32:
