@@ -85,6 +85,17 @@ class FastDecoder:
         # The same for any other row count: the weights as stored, without module calls.
         self._plain = self._table(_plain_product)
 
+    def parameters(self) -> list[torch.Tensor]:
+        """The model's parameters and those of the concatenated projections (which the model's
+        own projections are views of)."""
+        own = [p for layer in self.layers for m in (layer.qkv, layer.gate_up) for p in m.parameters()]
+        return [*self.model.parameters(), *own]
+
+    def rebuild_products(self) -> None:
+        """Take the plain products again, after the weights' storage moved (`engine.huge_pages`);
+        before `pack_for_batch_sizes`, whose tables hold plain products for unpacked matrices."""
+        self._plain = self._table(_plain_product)
+
     def _table(self, product: Callable[[nn.Module], Product]) -> tuple[list[tuple], Product]:
         """(per layer, its `_PRODUCTS` as `product(module)`; the head's)."""
         return ([tuple(product(getattr(layer, name)) for name in _PRODUCTS) for layer in self.layers],

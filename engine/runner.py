@@ -27,7 +27,7 @@ from typing import Iterator
 
 import torch
 
-from hitrate.engine import cpu_linear, loading, modelinfo
+from hitrate.engine import cpu_linear, huge_pages, loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
@@ -236,11 +236,23 @@ class TransformersEngine:
 
     def _fast_decoder(self, enabled: bool, batch_pack_bytes: int) -> tuple[FastDecoder | None, str]:
         """(the checked fast decode step or None, why it is off), with its packed copies for
-        batched steps (`FastDecoder.pack_for_batch_sizes`) within `batch_pack_bytes`."""
-        if not enabled:
-            return None, "turned off"
+        batched steps (`FastDecoder.pack_for_batch_sizes`) within `batch_pack_bytes`. The weights
+        move to huge pages here (`engine.huge_pages`), after the build, which concatenates
+        projections into new matrices; the step's products are then taken on the moved weights."""
+        decoder, reason = None, "turned off"
+        if enabled:
+            try:
+                decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
+            except FastDecodeUnsupported as exc:
+                reason = str(exc)
+        self.huge_page_bytes = huge_pages.move_to_huge_pages(
+            decoder.parameters() if decoder is not None else self.model.parameters())
+        if decoder is not None:
+            decoder.rebuild_products()  # the old products held the old storages
+        huge_pages.return_freed_memory()
+        if decoder is None:
+            return None, reason
         try:
-            decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
             check_fast_decoder(decoder, self.model, self.layout)
         except FastDecodeUnsupported as exc:
             return None, str(exc)
@@ -330,6 +342,7 @@ class TransformersEngine:
             "batch_rows": self.kv.rows,
             "batch_buffer_bytes": self.kv.buffer.numel() * self.kv.buffer.element_size(),
             "packed_weight_bytes": self.packed_weight_bytes,
+            "huge_page_weight_bytes": self.huge_page_bytes,
             "decode_threads": self._scheduler.worker_threads,
             "hot_buffer_reused_tokens": c["hot_reused_tokens"],
             "page_size": self.page_size,
