@@ -91,9 +91,15 @@ class FastDecoder:
         own = [p for layer in self.layers for m in (layer.qkv, layer.gate_up) for p in m.parameters()]
         return [*self.model.parameters(), *own]
 
+    def drop_products(self) -> None:
+        """Let go of the plain products, which hold views of the weights' storages: before the
+        storages move (`engine.huge_pages`), so that each old one is freed as soon as it is copied.
+        No step runs until `rebuild_products`."""
+        self._plain = ([], None)
+
     def rebuild_products(self) -> None:
-        """Take the plain products again, after the weights' storage moved (`engine.huge_pages`);
-        before `pack_for_batch_sizes`, whose tables hold plain products for unpacked matrices."""
+        """Take the plain products again, on the weights where they are now; before
+        `pack_for_batch_sizes`, whose tables hold plain products for unpacked matrices."""
         self._plain = self._table(_plain_product)
 
     def _table(self, product: Callable[[nn.Module], Product]) -> tuple[list[tuple], Product]:
@@ -103,16 +109,28 @@ class FastDecoder:
 
     @property
     def batch_pack_sizes(self) -> tuple[int, ...]:
-        """Row counts whose steps run on their own packed weight copies."""
-        return tuple(self._products)
+        """Row counts whose steps run on their own weight copies, most rows first."""
+        return tuple(sorted(self._products, reverse=True))
 
     def pack_for_batch_sizes(self, sizes: list[int], budget_bytes: int) -> tuple[int, ...]:
-        """Float32 on the CPU: MKL-packed weight copies for steps of exactly these row counts
-        (`cpu_linear.pack_for_batch_sizes`, checked there; matrices with a oneDNN copy keep it).
-        Returns the row counts packed."""
+        """Float32 on the CPU: weight copies for batched steps, within `budget_bytes` in all.
+        First, when `sizes` holds 2, row-major copies for steps of 2 and 3 rows
+        (`cpu_linear.row_major_products`, the head's included); then MKL-packed copies for steps
+        of exactly each larger count in `sizes` (`cpu_linear.pack_for_batch_sizes`; matrices
+        with a oneDNN copy keep it). Each copy is checked against its linear there. Returns the
+        row counts with copies."""
         modules = [getattr(layer, name) for layer in self.layers for name in _PRODUCTS] + [self.model.lm_head]
+        if 2 in sizes:
+            linears = [m for m in modules if isinstance(m, nn.Linear)]
+            found, extra = cpu_linear.row_major_products(linears, budget_bytes)
+            if found:
+                row_major = {id(m): product for m, product in zip(linears, found)}
+                table = self._table(lambda m: row_major.get(id(m)) or _plain_product(m))
+                self._products[2] = self._products[3] = table
+                self.packed_bytes += extra
+                budget_bytes -= extra
         plain = [m for m in modules if type(m) is nn.Linear]
-        products, extra = cpu_linear.pack_for_batch_sizes(plain, sizes, budget_bytes)
+        products, extra = cpu_linear.pack_for_batch_sizes(plain, [n for n in sizes if n >= 4], budget_bytes)
         for rows, found in products.items():
             packed = {id(m): product for m, product in zip(plain, found)}
             self._products[rows] = self._table(lambda m: packed.get(id(m)) or _plain_product(m))

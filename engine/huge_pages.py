@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import mmap
 import sys
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,8 +32,9 @@ HUGE_PAGE = 2 << 20
 # Smaller storages (norm weights, biases) stay where they are: a few 4 KiB pages each.
 MIN_BYTES = 64 << 10
 _ALIGN = 64  # each storage starts on a cache line
+_TRIM_EVERY = 256 << 20
 _THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-# Mappings made here, by address range: a storage inside one is not moved again.
+# Live mappings made here, by address range: a storage inside one is not moved again.
 _arenas: list[tuple[int, int]] = []
 
 
@@ -56,7 +58,10 @@ def huge_page_block(nbytes: int) -> torch.Tensor:
     skip = -base.data_ptr() % HUGE_PAGE
     mapping.madvise(mmap.MADV_HUGEPAGE, skip, size)
     block = base[skip : skip + nbytes]
-    _arenas.append((block.data_ptr(), block.data_ptr() + nbytes))
+    entry = (block.data_ptr(), block.data_ptr() + nbytes)
+    _arenas.append(entry)
+    # The mapping lives while any tensor views it; once it is unmapped, its addresses may be reused.
+    weakref.finalize(mapping, _arenas.remove, entry)
     return block
 
 
@@ -68,8 +73,8 @@ def move_to_huge_pages(parameters: Iterable[torch.Tensor], min_bytes: int = MIN_
     """Copy the CPU storages of `parameters` (at least `min_bytes` each) into one huge-page
     mapping and point every parameter sharing a storage at the copy, keeping its offset and
     strides (views such as a transposed weight, or projections that are slices of one
-    concatenated matrix, stay views of one storage). Returns the bytes moved; 0 where the system
-    has no huge pages."""
+    concatenated matrix, stay views of one storage). Each old storage is freed once copied, if
+    nothing else holds it. Returns the bytes moved; 0 where the system has no huge pages."""
     if not huge_pages_available():
         return 0
     by_storage: dict[int, list[torch.Tensor]] = {}
@@ -92,6 +97,7 @@ def move_to_huge_pages(parameters: Iterable[torch.Tensor], min_bytes: int = MIN_
         offsets[key] = total
         total += -(-storage.nbytes() // _ALIGN) * _ALIGN
     arena = huge_page_block(total)
+    freed = 0
     with torch.no_grad():
         for key, params in by_storage.items():
             nbytes = storages[key].nbytes()
@@ -101,15 +107,19 @@ def move_to_huge_pages(parameters: Iterable[torch.Tensor], min_bytes: int = MIN_
             for param in params:
                 typed = block.view(param.dtype)
                 param.data = typed.as_strided(param.size(), param.stride(), typed.storage_offset() + param.storage_offset())
-            del storages[key]
+            del storages[key]  # freed here unless something else holds it
+            freed += nbytes
+            if freed >= _TRIM_EVERY:  # so that at most this much is resident twice
+                return_freed_memory()
+                freed = 0
+    return_freed_memory()
     return total
 
 
 def return_freed_memory() -> None:
-    """Hand freed memory back to the system; call once the old weight storages have no other
-    holder. glibc keeps freed blocks of up to 32 MiB in its heap once a larger mapped block was
-    freed (its mapping threshold adapts), so without this the old storages of the layers' weights
-    stay resident (measured on Gemma 3 270M: +370 MiB)."""
+    """Hand freed memory back to the system. glibc keeps freed blocks of up to 32 MiB in its heap
+    once a larger mapped block was freed (its mapping threshold adapts), so without this the old
+    storages of the layers' weights stay resident (measured on Gemma 3 270M: +370 MiB)."""
     name = ctypes.util.find_library("c")
     try:
         trim = ctypes.CDLL(name).malloc_trim if name else None

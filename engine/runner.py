@@ -245,11 +245,12 @@ class TransformersEngine:
                 decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
             except FastDecodeUnsupported as exc:
                 reason = str(exc)
+        if decoder is not None:
+            decoder.drop_products()
         self.huge_page_bytes = huge_pages.move_to_huge_pages(
             decoder.parameters() if decoder is not None else self.model.parameters())
         if decoder is not None:
-            decoder.rebuild_products()  # the old products held the old storages
-        huge_pages.return_freed_memory()
+            decoder.rebuild_products()
         if decoder is None:
             return None, reason
         try:

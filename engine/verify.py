@@ -57,8 +57,9 @@ class VerifyReport:
     fast_decode: bool = False  # decode steps straight from the weights (`engine.fast_decode`)
     fast_decode_check_diff: float | None = None  # its logits vs a full forward, checked at load
     fast_decode_off_reason: str = ""
-    batch_pack_rows: list[int] = field(default_factory=list)  # steps of exactly these many rows run on packed weight copies
+    batch_pack_rows: list[int] = field(default_factory=list)  # steps of exactly these many rows run on their own weight copies
     packed_weight_bytes: int = 0  # what every packed copy adds to the model's own weights
+    huge_page_weight_bytes: int = 0  # weights on transparent huge pages (`engine.huge_pages`)
     float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
     float32_top_token_agreement: float | None = None  # share of prompt positions with the same argmax
     float32_logit_span: float | None = None  # largest |logit| of the float32 copy, for scale
@@ -88,9 +89,11 @@ class VerifyReport:
             (f"decode steps: straight from the weights, checked at load against a full forward "
              f"(max |logit diff| = {self.fast_decode_check_diff:.3g})" if self.fast_decode
              else f"decode steps: through the model's forward ({self.fast_decode_off_reason})"),
+            (f"weights on huge pages: {self.huge_page_weight_bytes / 2**20:,.1f} MiB" if self.huge_page_weight_bytes
+             else "weights on huge pages: none (the system has none, or the weights are not in CPU memory)"),
         ] + ([] if not self.batch_pack_rows else [
-            f"batched steps of {'/'.join(map(str, self.batch_pack_rows))} rows on packed weight copies "
-            f"({self.packed_weight_bytes / 2**20:,.0f} MiB of packed copies in all)",
+            f"batched steps of {'/'.join(map(str, self.batch_pack_rows))} rows on their own weight copies "
+            f"({self.packed_weight_bytes / 2**20:,.0f} MiB of copies in all)",
         ]) + ([] if self.float32_max_logit_diff is None else [
             f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
             f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
@@ -167,6 +170,7 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
         fast_decode_off_reason=engine.fast_decode_off_reason,
         batch_pack_rows=list(engine.batch_pack_sizes),
         packed_weight_bytes=engine.packed_weight_bytes,
+        huge_page_weight_bytes=engine.huge_page_bytes,
         **against,
     )
 

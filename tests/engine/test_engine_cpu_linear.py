@@ -160,6 +160,36 @@ def test_batch_packed_products_equal_the_linears_for_their_row_counts():
                 assert float((product(x) - linear(x)).abs().max()) <= 1e-5
 
 
+def test_row_major_products_equal_the_linears_at_two_and_three_rows():
+    torch.manual_seed(0)
+    linears = [nn.Linear(96, 300), transposed_linear(96, 1000, bias=False), transposed_linear(300, 96, bias=True)]
+    products, extra = cpu_linear.row_major_products(linears, 1 << 30)
+    assert len(products) == 3
+    assert extra == (1000 * 96 + 300 * 96 + 96 * 300) * 4 - 300 * 96 * 4  # the first is row-major already
+    with torch.inference_mode():
+        for rows in (2, 3, 1, 5):
+            for product, linear in zip(products, linears):
+                x = torch.randn(rows, linear.in_features)
+                assert float((product(x) - linear(x)).abs().max()) <= 1e-5
+
+
+def test_row_major_copies_fit_the_budget_share_tied_weights_and_only_float32():
+    first = transposed_linear(64, 512, bias=False)
+    tied = nn.Linear(64, 512, bias=False)
+    tied.weight = first.weight
+    size = 512 * 64 * 4
+    products, extra = cpu_linear.row_major_products([first, tied], size)
+    assert len(products) == 2 and extra == size  # one copy for the shared weight
+    assert cpu_linear.row_major_products([first], size - 1) == ([], 0)
+    assert cpu_linear.row_major_products([nn.Linear(64, 512).to(torch.bfloat16)], 1 << 30) == ([], 0)
+
+
+def test_a_row_major_copy_that_disagrees_is_not_used(monkeypatch):
+    real = torch.Tensor.contiguous
+    monkeypatch.setattr(torch.Tensor, "contiguous", lambda self, *a, **k: real(self, *a, **k) * 1.001)
+    assert cpu_linear.row_major_products([transposed_linear(64, 512, bias=False)], 1 << 30) == ([], 0)
+
+
 @needs_mkl_packed
 def test_batch_packs_fit_the_budget_and_only_float32():
     linears = [nn.Linear(64, 512), nn.Linear(512, 64)]
@@ -181,14 +211,14 @@ def test_a_packed_copy_that_disagrees_is_not_used(monkeypatch):
 @needs_mkl_packed
 def test_steps_on_packed_copies_generate_what_each_request_alone_does(tiny_llama_path):
     """Four requests started together (one position: the packed copies for 4 rows), ending at
-    different lengths (3 and 2 rows: the plain path, then the copies for 2)."""
+    different lengths (3 and 2 rows: the row-major copies)."""
     prompts = [tokens(31 + i, 20) for i in range(4)]
     lengths = [14, 9, 12, 6]
     alone = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=1)
     assert alone.batch_pack_sizes == ()  # one row never needs them
     expected = [alone.generate(req(p, n)).token_ids for p, n in zip(prompts, lengths)]
     engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=4)
-    assert engine.batch_pack_sizes == (4, 2) and engine.metrics()["packed_weight_bytes"] > 0
+    assert engine.batch_pack_sizes == (4, 3, 2) and engine.metrics()["packed_weight_bytes"] > 0
     results = run_concurrently(engine, [req(p, n) for p, n in zip(prompts, lengths)])
     assert [r.token_ids for r in results] == expected
     assert engine.metrics()["peak_decode_batch"] == 4

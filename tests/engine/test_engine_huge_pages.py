@@ -5,6 +5,7 @@ weights generates what transformers generates."""
 
 from __future__ import annotations
 
+import gc
 import random
 
 import pytest
@@ -95,3 +96,16 @@ def test_without_huge_pages_the_weights_stay_where_they_are(monkeypatch):
     pointer = weight.data_ptr()
     assert huge_pages.move_to_huge_pages([weight]) == 0
     assert weight.data_ptr() == pointer
+
+
+@needs_huge_pages
+def test_moved_storages_are_not_moved_again_and_a_freed_mapping_is_forgotten():
+    weight = nn.Parameter(torch.randn(256, 256), requires_grad=False)
+    assert huge_pages.move_to_huge_pages([weight]) == 256 * 256 * 4
+    pointer = weight.data_ptr()
+    assert huge_pages.move_to_huge_pages([weight]) == 0 and weight.data_ptr() == pointer
+    holding = [(start, end) for start, end in huge_pages._arenas if start <= pointer < end]
+    assert len(holding) == 1
+    del weight
+    gc.collect()
+    assert holding[0] not in huge_pages._arenas

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hitrate.engine import cpu_linear
+from hitrate.engine import cpu_linear, huge_pages
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.verify import verify
 
@@ -65,8 +65,11 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     assert report["fast_decode"] and report["fast_decode_check_diff"] <= 1e-4
     assert "decode steps: straight from the weights, checked at load" in text
     if cpu_linear.mkl_packed_available():
-        assert report["batch_pack_rows"] == [8, 4, 2] and report["packed_weight_bytes"] > 0
-        assert "batched steps of 8/4/2 rows on packed weight copies" in text
+        assert report["batch_pack_rows"] == [8, 4, 3, 2] and report["packed_weight_bytes"] > 0
+        assert "batched steps of 8/4/3/2 rows on their own weight copies" in text
+    if huge_pages.huge_pages_available():  # the tiny model's 512 x 64 embedding is 128 KiB
+        assert report["huge_page_weight_bytes"] >= 512 * 64 * 4
+        assert f"weights on huge pages: {report['huge_page_weight_bytes'] / 2**20:,.1f} MiB" in text
     missing = subprocess.run([hitrate, "engine", "verify", "/no/such/model"], capture_output=True, text=True,
                              timeout=300)
     assert missing.returncode == 2 and "error: could not load model" in missing.stderr
