@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import mmap
+import os
 import sys
 import weakref
 from collections.abc import Iterable
@@ -36,6 +37,18 @@ _TRIM_EVERY = 256 << 20
 _THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 # Live mappings made here, by address range: a storage inside one is not moved again.
 _arenas: list[tuple[int, int]] = []
+
+
+def enable_for_torch_allocations() -> None:
+    """Ask PyTorch's CPU allocator to mark its blocks of 2 MiB and more for huge pages
+    (`THP_MEM_ALLOC_ENABLE`), for what cannot be moved afterwards: MKL's and oneDNN's packed
+    weight copies are opaque tensors, whose storage no view reaches. PyTorch reads the variable
+    once, at its first CPU allocation, so this takes effect only in a process that has not
+    allocated a tensor yet (the engine's modules call it on import); a value already set is
+    kept. Measured on the 26M-parameter Llama, 4 sessions decoding together (steps on packed
+    copies): 346-377 -> 392-399 tokens/s."""
+    if huge_pages_available():
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 
 def huge_pages_available() -> bool:

@@ -48,6 +48,10 @@ from hitrate.engine.sampling import validate_params
 from hitrate.engine.scheduler import Scheduler
 from hitrate.engine.sequence import PrefillLogits, make_sequence
 
+# Before the process's first tensor (none of the imports above allocates one): PyTorch's own
+# large CPU blocks, the packed weight copies among them, on huge pages (`engine.huge_pages`).
+huge_pages.enable_for_torch_allocations()
+
 _CPU_POOL_BYTES = 1 << 30  # default pool budget on CPU
 _GPU_POOL_FRACTION = 0.4  # of the memory left free after loading the model
 _MAX_AUTO_POOL_TOKENS = 1 << 20

@@ -6,7 +6,11 @@ weights generates what transformers generates."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -109,3 +113,20 @@ def test_moved_storages_are_not_moved_again_and_a_freed_mapping_is_forgotten():
     del weight
     gc.collect()
     assert holding[0] not in huge_pages._arenas
+
+
+@needs_huge_pages
+def test_importing_the_engine_puts_torchs_own_large_blocks_on_huge_pages():
+    """The packed weight copies are opaque tensors that cannot be moved: PyTorch's allocator
+    marks them itself once the engine has set `THP_MEM_ALLOC_ENABLE` before the first tensor."""
+    script = (
+        "import hitrate.engine.runner, torch\n"
+        "from tests.engine.test_engine_huge_pages import mapping_flags\n"
+        "block = torch.empty(64 << 20, dtype=torch.uint8)\n"
+        "print('hg' in mapping_flags(block.data_ptr()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
