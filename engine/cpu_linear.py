@@ -22,7 +22,10 @@ the cost of one on matrices too large for the caches, and in bfloat16 it uses AM
   on every call; measured on two cores on a 26M-parameter Llama's decode step, 4 rows 9.5 ms
   instead of 11.3 and 8 rows 11.0 instead of 14.3, one row 6.7 either way. Padding 3 rows up to
   a copy for 4 measured slower than 3 rows on the plain path, so other counts stay plain. Each
-  copy costs about the weights' bytes again (resident: +125 MB for that model's 104 MB).
+  copy costs about the weights' bytes again (resident: +125 MB for that model's 104 MB). Steps
+  of 2 and 3 rows take `row_major_products` instead.
+- `row_major_products`: float32 copies in the natural `[out, in]` layout for steps of 2 and 3
+  rows, where MKL runs faster on it than on `[in, out]` or on its packed copies.
 - `store_transposed`: a float32 linear's weight kept as `[in, out]` in memory (the `[out, in]`
   parameter a transposed view of it), so `F.linear` hands MKL a plain `x @ W` instead of
   `x @ W^T`. Measured on two cores: 1 row 8% faster on Gemma 3 270M's 262k x 640 head (23.0 vs
