@@ -28,18 +28,17 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from hitrate.engine import cpu_linear
 from hitrate.engine.batch_kv import BatchKV, window_offset
+from hitrate.engine.fast_norms import Norm, fused_qk_norm, norm
 
 
 class FastDecodeUnsupported(Exception):
     """The model's layers are not of a shape this step computes; the reason says which part."""
 
 
-Norm = Callable[[torch.Tensor], torch.Tensor]
 Product = Callable[[torch.Tensor], torch.Tensor]
 # A layer's matrix products, in the order the per-row-count tables hold them.
 _PRODUCTS = ("qkv", "o_proj", "gate_up", "down")
@@ -285,7 +284,7 @@ def build_fast_decoder(model, layer_types: list[str], windows: list[int | None])
     packed = _pack_concatenated(layers) if next(model.parameters()).dtype == torch.bfloat16 else 0
     return FastDecoder(
         model, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, rotary_by_type=rotary_by_type,
-        final_norm=_norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None), packed_bytes=packed,
+        final_norm=norm(inner.norm), softcap=getattr(config, "final_logit_softcapping", None), packed_bytes=packed,
     )
 
 
@@ -340,19 +339,19 @@ def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, he
     sandwich = hasattr(layer, "pre_feedforward_layernorm")
     if sandwich and not hasattr(layer, "post_feedforward_layernorm"):
         raise FastDecodeUnsupported(f"layer {index} has pre- but no post-feedforward norm")
-    q_norm = _norm(attn.q_norm) if getattr(attn, "q_norm", None) is not None else None
-    k_norm = _norm(attn.k_norm) if getattr(attn, "k_norm", None) is not None else None
+    q_norm = norm(attn.q_norm) if getattr(attn, "q_norm", None) is not None else None
+    k_norm = norm(attn.k_norm) if getattr(attn, "k_norm", None) is not None else None
     both = q_norm is not None and k_norm is not None
     return _Layer(
-        input_norm=_norm(layer.input_layernorm),
+        input_norm=norm(layer.input_layernorm),
         qkv=qkv,
         q_norm=q_norm,
         k_norm=k_norm,
-        qk_norm=_fused_qk_norm(attn, q_norm, k_norm, heads, kv_heads) if both else None,
+        qk_norm=fused_qk_norm(attn, q_norm, k_norm, heads, kv_heads) if both else None,
         o_proj=attn.o_proj,
-        post_attention_norm=_norm(layer.post_attention_layernorm) if sandwich else None,
-        pre_mlp_norm=_norm(layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm),
-        post_mlp_norm=_norm(layer.post_feedforward_layernorm) if sandwich else None,
+        post_attention_norm=norm(layer.post_attention_layernorm) if sandwich else None,
+        pre_mlp_norm=norm(layer.pre_feedforward_layernorm if sandwich else layer.post_attention_layernorm),
+        post_mlp_norm=norm(layer.post_feedforward_layernorm) if sandwich else None,
         gate_up=gate_up,
         act=act,
         down=mlp.down_proj,
@@ -404,89 +403,6 @@ def _plain_product(module: nn.Module) -> Product:
     if bias is None:
         return lambda x: torch.mm(x, weight_t)
     return lambda x: torch.addmm(bias, x, weight_t)
-
-
-def _fused_qk_norm(attn: nn.Module, q_norm: Norm, k_norm: Norm, heads: int, kv_heads: int) -> Norm | None:
-    """The query and key norms as one norm over `[n, heads + kv_heads, head_dim]` and one
-    multiply by their weights stacked per head, when that reproduces `q_norm` on the query heads
-    and `k_norm` on the key heads bit for bit on a probe (float32 only); else None."""
-    params = [_norm_params(attn.q_norm), _norm_params(attn.k_norm)]
-    if any(p is None or p[0].dtype != torch.float32 for p in params) or params[0][1] != params[1][1]:
-        return None
-    (q_weight, eps), (k_weight, _) = params
-    dim = q_weight.shape[0]
-    eps_t, size_t = _norm_constants(eps, dim)
-    with torch.no_grad():
-        probe = torch.randn(3, heads + kv_heads, dim, generator=torch.Generator().manual_seed(1)).to(q_weight.device) * 3
-        expected = torch.cat((q_norm(probe[:, :heads]), k_norm(probe[:, heads:])), dim=1)
-        for q_w, k_w in zip(_formula_weights(q_weight), _formula_weights(k_weight)):
-            stacked = torch.cat([q_w] * heads + [k_w] * kv_heads).view(heads + kv_heads, dim)
-
-            def fused(x: torch.Tensor, stacked: torch.Tensor = stacked) -> torch.Tensor:
-                return _rms(x, eps_t, size_t).mul_(stacked)
-
-            if torch.equal(fused(probe), expected):
-                return fused
-    return None
-
-
-def _norm_params(module: nn.Module) -> tuple[torch.Tensor, float] | None:
-    """(weight, eps) of an RMSNorm-like module (a 1-D weight and a float epsilon), else None."""
-    weight = getattr(module, "weight", None)
-    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 1 or not isinstance(eps, float):
-        return None
-    return weight, eps
-
-
-def _formula_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """What each formula multiplies by: Gemma's `1 + weight` in float32, Llama's `weight`."""
-    return (1.0 + weight.detach().float()), weight.detach()
-
-
-def _rms(x: torch.Tensor, eps: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
-    """`x / sqrt(mean(x^2) + eps)` over the last dim in float32, as the Gemma and Llama norm modules
-    write it, in five ops, where `F.rms_norm` on the CPU runs ~20 (its dtype handling) for the
-    same result; a decode step runs ~90 norms, each just after a matmul streamed the caches away.
-    `x * x` is what `pow(x, 2)` computes and `sum / size` what `mean` does on the CPU; `eps` and
-    `size` (the last dim's length) are 0-dim float32 tensors, which spares each op the conversion
-    of a Python number to a tensor (an allocation and a copy, the same value)."""
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True).div_(size).add_(eps))
-
-
-def _norm_constants(eps: float, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.tensor(eps, dtype=torch.float32), torch.tensor(float(size), dtype=torch.float32)
-
-
-def _norm(module: nn.Module) -> Norm:
-    """The module's own formula (`_rms`; `F.rms_norm` outside float32) when that reproduces the
-    module exactly on a probe, else the module itself."""
-    params = _norm_params(module)
-    if params is None:
-        return module
-    weight, eps = params
-    shape = (weight.shape[0],)
-    dtype = weight.dtype
-    eps_t, size_t = _norm_constants(eps, shape[0])
-    with torch.no_grad():
-        gemma_weight, plain_weight = _formula_weights(weight)
-
-        def gemma(x: torch.Tensor) -> torch.Tensor:  # float32 math, `1 + weight`, then cast
-            if x.dtype == torch.float32:
-                return _rms(x, eps_t, size_t).mul_(gemma_weight)
-            return F.rms_norm(x.float(), shape, gemma_weight, eps).to(x.dtype)
-
-        def llama(x: torch.Tensor) -> torch.Tensor:  # float32 math, cast, then `weight *`
-            if x.dtype == torch.float32 and dtype == torch.float32:
-                return _rms(x, eps_t, size_t).mul_(plain_weight)
-            return plain_weight * F.rms_norm(x.float(), shape, None, eps).to(x.dtype)
-
-        probe = torch.randn(3, shape[0], generator=torch.Generator().manual_seed(0)).to(weight.device, dtype) * 3
-        expected = module(probe)
-        for candidate in (gemma, llama):
-            if torch.equal(candidate(probe), expected):
-                return candidate
-    return module
 
 
 def check_fast_decoder(decoder: FastDecoder, model, layout) -> float:

@@ -16,8 +16,9 @@ from hitrate.engine import modelinfo
 from hitrate.engine.api import GenerationRequest, SamplingParams
 from hitrate.engine.batch_kv import BatchKV
 from hitrate.engine.fast_decode import (
-    FastDecodeUnsupported, _fused_qk_norm, _norm, _plain_product, build_fast_decoder, check_fast_decoder,
+    FastDecodeUnsupported, _plain_product, build_fast_decoder, check_fast_decoder,
 )
+from hitrate.engine.fast_norms import fused_qk_norm, norm
 from hitrate.engine.runner import TransformersEngine
 
 SLIDING = {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"]}
@@ -113,7 +114,7 @@ def test_the_projections_share_the_concatenated_weights(tiny_llama_path):
 
 def test_a_norm_of_another_formula_is_called_as_the_module():
     layer_norm = nn.LayerNorm(8)  # subtracts the mean: neither RMSNorm formula reproduces it
-    assert _norm(layer_norm) is layer_norm
+    assert norm(layer_norm) is layer_norm
 
 
 @pytest.mark.parametrize("arch", ["gemma3_sliding", "qwen3"])
@@ -138,7 +139,7 @@ def test_query_and_key_norms_that_cannot_share_one_norm_stay_apart(tiny_model_fa
     attn = model.model.layers[0].self_attn
     attn.k_norm.variance_epsilon = attn.q_norm.variance_epsilon * 10  # one norm has one epsilon
     config = model.config
-    assert _fused_qk_norm(attn, _norm(attn.q_norm), _norm(attn.k_norm), config.num_attention_heads,
+    assert fused_qk_norm(attn, norm(attn.q_norm), norm(attn.k_norm), config.num_attention_heads,
                           config.num_key_value_heads) is None
 
 
