@@ -146,6 +146,16 @@ def pack_for_batch_sizes(linears: list[nn.Module], sizes: list[int], budget_byte
     return products, per_size * len(products)
 
 
+def weight_product(weight: torch.Tensor, bias: torch.Tensor | None) -> Product:
+    """`x -> F.linear(x, weight, bias)` for a 2-D `x` as the `mm` / `addmm` that `F.linear` itself
+    runs on `weight` as laid out in memory (the same product, bit for bit), without the call chain:
+    a decode step runs ~75 of them, where that chain costs more than the op on a small matrix."""
+    weight_t = weight.t()
+    if bias is None:
+        return lambda x: torch.mm(x, weight_t)
+    return lambda x: torch.addmm(bias, x, weight_t)
+
+
 def row_major_products(linears: list[nn.Module], budget_bytes: int) -> tuple[list[Product], int]:
     """Products of `linears` on row-major copies of their weights (`[out, in]` contiguous, the
     layout `store_transposed` turned away from), for steps of 2 and 3 rows, where MKL takes a
@@ -168,14 +178,7 @@ def row_major_products(linears: list[nn.Module], budget_bytes: int) -> tuple[lis
     with torch.no_grad():
         copies = {key: w.detach().contiguous() for key, w in unique.items()}
     huge_pages.move_to_huge_pages([c for key, c in copies.items() if c is not unique[key]])
-
-    def product(weight: torch.Tensor, bias: torch.Tensor | None) -> Product:
-        weight_t = weight.t()
-        if bias is None:
-            return lambda x: torch.mm(x, weight_t)
-        return lambda x: torch.addmm(bias, x, weight_t)
-
-    products = [product(copies[id(lin.weight)], lin.bias) for lin in linears]
+    products = [weight_product(copies[id(lin.weight)], lin.bias) for lin in linears]
     probe = torch.Generator().manual_seed(0)
     with torch.inference_mode():
         if max(_relative_diff(found, lin, rows, probe) for found, lin in zip(products, linears)

@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from hitrate.engine import cpu_linear
+from hitrate.engine import cpu_linear, huge_pages
 from hitrate.engine.batch_kv import BatchKV, window_offset
 from hitrate.engine.fast_norms import Norm, fused_qk_norm, norm
 
@@ -84,22 +84,17 @@ class FastDecoder:
         # The same for any other row count: the weights as stored, without module calls.
         self._plain = self._table(_plain_product)
 
-    def parameters(self) -> list[torch.Tensor]:
-        """The model's parameters and those of the concatenated projections (which the model's
-        own projections are views of)."""
+    def move_weights_to_huge_pages(self) -> int:
+        """Move the model's weights and the concatenated projections' (which the model's own
+        projections are views of) to huge pages (`engine.huge_pages`); returns the bytes moved.
+        The plain products hold views of the old storages: they are let go first, so that each
+        old storage is freed as soon as it is copied, and taken again on the moved weights. Call
+        before `pack_for_batch_sizes`, whose tables hold plain products for unpacked matrices."""
         own = [p for layer in self.layers for m in (layer.qkv, layer.gate_up) for p in m.parameters()]
-        return [*self.model.parameters(), *own]
-
-    def drop_products(self) -> None:
-        """Let go of the plain products, which hold views of the weights' storages: before the
-        storages move (`engine.huge_pages`), so that each old one is freed as soon as it is copied.
-        No step runs until `rebuild_products`."""
         self._plain = ([], None)
-
-    def rebuild_products(self) -> None:
-        """Take the plain products again, on the weights where they are now; before
-        `pack_for_batch_sizes`, whose tables hold plain products for unpacked matrices."""
+        moved = huge_pages.move_to_huge_pages([*self.model.parameters(), *own])
         self._plain = self._table(_plain_product)
+        return moved
 
     def _table(self, product: Callable[[nn.Module], Product]) -> tuple[list[tuple], Product]:
         """(per layer, its `_PRODUCTS` as `product(module)`; the head's)."""
@@ -393,16 +388,12 @@ def _concatenated(linears: list[nn.Module], index: int) -> nn.Linear:
 
 
 def _plain_product(module: nn.Module) -> Product:
-    """`x -> module(x)` for a 2-D `x` without the module call: for a plain linear the `mm` /
-    `addmm` that `F.linear` itself runs on the weight as stored (the same product, bit for bit;
-    ~75 calls a step, where the call chain costs more than the op on a small matrix). Any other
-    module (a packed copy, a quantized linear) is called as is."""
+    """`x -> module(x)` for a 2-D `x`: for a plain linear its weight as stored, without the module
+    call (`cpu_linear.weight_product`); any other module (a packed copy, a quantized linear) is
+    called as is."""
     if type(module) is not nn.Linear:
         return module
-    weight_t, bias = module.weight.t(), module.bias
-    if bias is None:
-        return lambda x: torch.mm(x, weight_t)
-    return lambda x: torch.addmm(bias, x, weight_t)
+    return cpu_linear.weight_product(module.weight, module.bias)
 
 
 def check_fast_decoder(decoder: FastDecoder, model, layout) -> float:

@@ -19,7 +19,7 @@ and points the parameters at it (same values, same strides; the old storages are
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import mmap
 import os
 import sys
@@ -90,37 +90,32 @@ def move_to_huge_pages(parameters: Iterable[torch.Tensor], min_bytes: int = MIN_
     nothing else holds it. Returns the bytes moved; 0 where the system has no huge pages."""
     if not huge_pages_available():
         return 0
-    by_storage: dict[int, list[torch.Tensor]] = {}
-    storages: dict[int, torch.UntypedStorage] = {}
+    # storage address -> (the storage, its parameters by identity)
+    found: dict[int, tuple[torch.UntypedStorage, dict[int, torch.Tensor]]] = {}
     for param in parameters:
         if param.device.type != "cpu" or param.layout != torch.strided or param.is_quantized:
             continue
         storage = param.untyped_storage()
         key = storage.data_ptr()
-        if storage.nbytes() < min_bytes or _in_arena(key):
-            continue
-        by_storage.setdefault(key, [])
-        if not any(p is param for p in by_storage[key]):
-            by_storage[key].append(param)
-        storages[key] = storage
-    if not by_storage:
+        if storage.nbytes() >= min_bytes and not _in_arena(key):
+            found.setdefault(key, (storage, {}))[1][id(param)] = param
+    if not found:
         return 0
-    offsets, total = {}, 0
-    for key, storage in storages.items():
-        offsets[key] = total
-        total += -(-storage.nbytes() // _ALIGN) * _ALIGN
+    sizes = [-(-storage.nbytes() // _ALIGN) * _ALIGN for storage, _ in found.values()]
+    total = sum(sizes)
     arena = huge_page_block(total)
-    freed = 0
+    start = freed = 0
     with torch.no_grad():
-        for key, params in by_storage.items():
-            nbytes = storages[key].nbytes()
-            start = offsets[key]
+        for key, size in zip(list(found), sizes):
+            storage, params = found.pop(key)  # the last reference here: freed after the copy
+            nbytes = storage.nbytes()
             block = arena[start : start + nbytes]
-            block.copy_(torch.empty(0, dtype=torch.uint8).set_(storages[key]))
-            for param in params:
+            start += size
+            block.copy_(torch.empty(0, dtype=torch.uint8).set_(storage))
+            for param in params.values():
                 typed = block.view(param.dtype)
                 param.data = typed.as_strided(param.size(), param.stride(), typed.storage_offset() + param.storage_offset())
-            del storages[key]  # freed here unless something else holds it
+            del storage, params
             freed += nbytes
             if freed >= _TRIM_EVERY:  # so that at most this much is resident twice
                 return_freed_memory()
@@ -133,10 +128,15 @@ def return_freed_memory() -> None:
     """Hand freed memory back to the system. glibc keeps freed blocks of up to 32 MiB in its heap
     once a larger mapped block was freed (its mapping threshold adapts), so without this the old
     storages of the layers' weights stay resident (measured on Gemma 3 270M: +370 MiB)."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc
-        return
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's `malloc_trim` from the symbols already in the process, None on another libc."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None

@@ -249,14 +249,10 @@ class TransformersEngine:
                 decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
             except FastDecodeUnsupported as exc:
                 reason = str(exc)
-        if decoder is not None:
-            decoder.drop_products()
-        self.huge_page_bytes = huge_pages.move_to_huge_pages(
-            decoder.parameters() if decoder is not None else self.model.parameters())
-        if decoder is not None:
-            decoder.rebuild_products()
         if decoder is None:
+            self.huge_page_bytes = huge_pages.move_to_huge_pages(self.model.parameters())
             return None, reason
+        self.huge_page_bytes = decoder.move_weights_to_huge_pages()
         try:
             check_fast_decoder(decoder, self.model, self.layout)
         except FastDecodeUnsupported as exc:
