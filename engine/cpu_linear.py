@@ -74,15 +74,17 @@ class PackedLinear(nn.Linear):
     """An `nn.Linear` that keeps its parameters (tied weights stay tied) and also holds the
     weight in oneDNN's packed layout, used from `min_rows` input rows on."""
 
-    def __init__(self, linear: nn.Linear, min_rows: int) -> None:
+    def __init__(self, linear: nn.Linear, min_rows: int, batch_hint: int = 1) -> None:
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias
         self.min_rows = min_rows
+        self.batch_hint = batch_hint
         with torch.no_grad():
-            # Reordered for one row; oneDNN takes any number of rows with this layout.
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().contiguous(), 1)
+            # Reordered for `batch_hint` rows; oneDNN takes any number of rows with this layout,
+            # but how fast depends on the hint (`onednn_products`).
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().contiguous(), batch_hint)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() < self.min_rows * self.in_features:
@@ -146,6 +148,43 @@ def pack_for_batch_sizes(linears: list[nn.Module], sizes: list[int], budget_byte
     return products, per_size * len(products)
 
 
+def onednn_products(linears: list[nn.Module], batch_hint: int, budget_bytes: int) -> tuple[list[Product], int]:
+    """Float32 products of `linears` on oneDNN copies of their weights reordered for
+    `batch_hint` rows, one copy serving every row count (tied weights share one); a
+    `PackedLinear` reordered for the same hint runs on its own copy. The hint decides the
+    speed: on one AMD EPYC (Zen 4) machine, two cores, a 32000 x 384 head took 4.2 ms for 4
+    rows reordered for 1 row and 1.8 ms reordered for 4 or 8 (MKL on the weight as stored:
+    6.7 ms; one row 2.1 ms). Returns one product per linear and the bytes of the new copies;
+    none when they exceed `budget_bytes`, the build has no oneDNN, or a product disagrees with
+    its linear on a probe."""
+    weights = [lin.weight for lin in linears]
+    if not linears or not onednn_available(torch.float32) or any(
+            not isinstance(lin, nn.Linear) or w.dtype != torch.float32 or w.device.type != "cpu" or w.dim() != 2
+            for lin, w in zip(linears, weights)):
+        return [], 0
+    own = {id(lin.weight): lin for lin in linears if isinstance(lin, PackedLinear) and lin.batch_hint == batch_hint}
+    fresh = {id(w): w for w in weights if id(w) not in own}
+    size = sum(_nbytes(w) for w in fresh.values())
+    if size > budget_bytes:
+        return [], 0
+    pointwise = torch.ops.mkldnn._linear_pointwise
+    with torch.no_grad():
+        packs = {key: torch.ops.mkldnn._reorder_linear_weight(w.detach().contiguous(), batch_hint)
+                 for key, w in fresh.items()}
+    packs.update({key: lin.packed for key, lin in own.items()})
+
+    def product(packed: torch.Tensor, bias: torch.Tensor | None) -> Product:
+        return lambda x: pointwise(x, packed, bias, "none", [], "")
+
+    products = [product(packs[id(lin.weight)], lin.bias) for lin in linears]
+    probe = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        if max(_relative_diff(found, lin, rows, probe) for found, lin in zip(products, linears)
+               for rows in sorted({1, 2, batch_hint})) > _PACKED_TOLERANCE:
+            return [], 0
+    return products, size
+
+
 def weight_product(weight: torch.Tensor, bias: torch.Tensor | None) -> Product:
     """`x -> F.linear(x, weight, bias)` for a 2-D `x` as the `mm` / `addmm` that `F.linear` itself
     runs on `weight` as laid out in memory (the same product, bit for bit), without the call chain:
@@ -194,9 +233,9 @@ def _linears(model: nn.Module):
                 yield parent, name, child
 
 
-def pack_large_linears(model: nn.Module, min_bytes: int = DEFAULT_MIN_PACK_BYTES) -> int:
-    """Float32: give every CPU linear of at least `min_bytes` a packed copy used from 3 rows on.
-    Returns how many bytes the packed copies take."""
+def pack_large_linears(model: nn.Module, min_bytes: int = DEFAULT_MIN_PACK_BYTES, batch_hint: int = 1) -> int:
+    """Float32: give every CPU linear of at least `min_bytes` a packed copy, reordered for
+    `batch_hint` rows, used from 3 rows on. Returns how many bytes the packed copies take."""
     if not onednn_available(torch.float32):
         return 0
     extra = 0
@@ -204,7 +243,7 @@ def pack_large_linears(model: nn.Module, min_bytes: int = DEFAULT_MIN_PACK_BYTES
         w = linear.weight
         if w.dtype != torch.float32 or w.numel() * w.element_size() < min_bytes:
             continue
-        packed = PackedLinear(linear, min_rows=_MKL_MAX_ROWS + 1)
+        packed = PackedLinear(linear, min_rows=_MKL_MAX_ROWS + 1, batch_hint=batch_hint)
         setattr(parent, name, packed)
         extra += _nbytes(packed.packed)
     return extra

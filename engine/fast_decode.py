@@ -79,7 +79,8 @@ class FastDecoder:
         self.check_diff = 0.0
         self.packed_bytes = packed_bytes  # of the concatenated projections' packed copies
         self.can_batch = True  # rows of different lengths share a step (see `decode_rows`)
-        # rows -> (per layer (qkv, o_proj, gate_up, down), head) on those packed copies
+        # rows -> (per layer (qkv, o_proj, gate_up, down), head) on weight copies chosen for
+        # steps of that many rows (`engine.decode_tuning`)
         self._products: dict[int, tuple[list[tuple], Product]] = {}
         # The same for any other row count: the weights as stored, without module calls.
         self._plain = self._table(_plain_product)
@@ -89,7 +90,7 @@ class FastDecoder:
         projections are views of) to huge pages (`engine.huge_pages`); returns the bytes moved.
         The plain products hold views of the old storages: they are let go first, so that each
         old storage is freed as soon as it is copied, and taken again on the moved weights. Call
-        before `pack_for_batch_sizes`, whose tables hold plain products for unpacked matrices."""
+        before `engine.decode_tuning`, whose tables hold plain products for the matrices they do not copy."""
         own = [p for layer in self.layers for m in (layer.qkv, layer.gate_up) for p in m.parameters()]
         self._plain = ([], None)
         moved = huge_pages.move_to_huge_pages([*self.model.parameters(), *own])
@@ -103,33 +104,24 @@ class FastDecoder:
 
     @property
     def batch_pack_sizes(self) -> tuple[int, ...]:
-        """Row counts whose steps run on their own weight copies, most rows first."""
+        """Row counts whose steps run on weight copies of their own, most rows first."""
         return tuple(sorted(self._products, reverse=True))
 
-    def pack_for_batch_sizes(self, sizes: list[int], budget_bytes: int) -> tuple[int, ...]:
-        """Float32 on the CPU: weight copies for batched steps, within `budget_bytes` in all.
-        First, when `sizes` holds 2, row-major copies for steps of 2 and 3 rows
-        (`cpu_linear.row_major_products`, the head's included); then MKL-packed copies for steps
-        of exactly each larger count in `sizes` (`cpu_linear.pack_for_batch_sizes`; matrices
-        with a oneDNN copy keep it). Each copy is checked against its linear there. Returns the
-        row counts with copies."""
-        modules = [getattr(layer, name) for layer in self.layers for name in _PRODUCTS] + [self.model.lm_head]
-        if 2 in sizes:
-            linears = [m for m in modules if isinstance(m, nn.Linear)]
-            found, extra = cpu_linear.row_major_products(linears, budget_bytes)
-            if found:
-                row_major = {id(m): product for m, product in zip(linears, found)}
-                table = self._table(lambda m: row_major.get(id(m)) or _plain_product(m))
-                self._products[2] = self._products[3] = table
-                self.packed_bytes += extra
-                budget_bytes -= extra
-        plain = [m for m in modules if type(m) is nn.Linear]
-        products, extra = cpu_linear.pack_for_batch_sizes(plain, [n for n in sizes if n >= 4], budget_bytes)
-        for rows, found in products.items():
-            packed = {id(m): product for m, product in zip(plain, found)}
-            self._products[rows] = self._table(lambda m: packed.get(id(m)) or _plain_product(m))
-        self.packed_bytes += extra
-        return self.batch_pack_sizes
+    def product_modules(self) -> list[nn.Module]:
+        """The modules whose products a step runs: each layer's `_PRODUCTS`, then the head."""
+        return [getattr(layer, name) for layer in self.layers for name in _PRODUCTS] + [self.model.lm_head]
+
+    def table_from(self, products: dict[int, Product]) -> tuple[list[tuple], Product]:
+        """A step's products with `products[id(module)]` in place of each module it names
+        (weight copies, `engine.decode_tuning`), the weights as stored for the others."""
+        return self._table(lambda m: products.get(id(m)) or _plain_product(m))
+
+    def use_table(self, rows: int, table: tuple[list[tuple], Product] | None) -> None:
+        """Steps of exactly `rows` rows run on `table` (None: on the weights as stored)."""
+        if table is None:
+            self._products.pop(rows, None)
+        else:
+            self._products[rows] = table
 
     # ------------------------------------------------------------------ steps
 

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import torch
 
-from hitrate.engine import cpu_linear, huge_pages, loading, modelinfo
+from hitrate.engine import cpu_linear, decode_tuning, huge_pages, loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
@@ -235,15 +235,16 @@ class TransformersEngine:
             return 0
         cpu_linear.store_transposed(self.model)
         if max_batch > 2:  # one or two rows keep MKL's path
-            return cpu_linear.pack_large_linears(self.model, min_bytes)
+            return cpu_linear.pack_large_linears(self.model, min_bytes, decode_tuning.ONEDNN_BATCH_HINT)
         return 0
 
     def _fast_decoder(self, enabled: bool, batch_pack_bytes: int) -> tuple[FastDecoder | None, str]:
-        """(the checked fast decode step or None, why it is off), with its packed copies for
-        batched steps (`FastDecoder.pack_for_batch_sizes`) within `batch_pack_bytes`. The weights
+        """(the checked fast decode step or None, why it is off), with the fastest weight copies
+        for its steps of each row count (`engine.decode_tuning`) within `batch_pack_bytes`. The weights
         move to huge pages here (`engine.huge_pages`), after the build, which concatenates
         projections into new matrices; the step's products are then taken on the moved weights."""
         decoder, reason = None, "turned off"
+        self.step_layouts = decode_tuning.Tuning()
         if enabled:
             try:
                 decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
@@ -257,8 +258,9 @@ class TransformersEngine:
             check_fast_decoder(decoder, self.model, self.layout)
         except FastDecodeUnsupported as exc:
             return None, str(exc)
-        decoder.pack_for_batch_sizes(_batch_sizes(self.max_batch), batch_pack_bytes)
-        self.packed_weight_bytes += decoder.packed_bytes
+        rows = 1 if self.batching_off_reason else self.max_batch  # the most rows a step will have
+        self.step_layouts = decode_tuning.tune(decoder, self.layout, rows, batch_pack_bytes)
+        self.packed_weight_bytes += decoder.packed_bytes + self.step_layouts.nbytes
         return decoder, ""
 
     @property
@@ -422,11 +424,6 @@ class TransformersEngine:
             if not _valid_pin(pin):
                 raise EngineError(f"each pin must be (prefix length in tokens >= 0, finite TTL in seconds >= 0); got {pin!r}")
         return prompt
-
-
-def _batch_sizes(max_batch: int) -> list[int]:
-    """Row counts that get packed weight copies, most rows first: powers of two up to `max_batch`."""
-    return [n for n in (1 << i for i in range(max_batch.bit_length(), 0, -1)) if 2 <= n <= max_batch]
 
 
 def _valid_pin(pin) -> bool:

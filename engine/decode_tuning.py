@@ -1,0 +1,129 @@
+"""The fastest weight layout for decode steps of each row count, chosen by timing steps at load.
+
+Which layout multiplies a handful of rows by a weight matrix fastest depends on the CPU and the
+BLAS build, not on the model. Measured on two cores, float32, the 26M-parameter Llama's whole
+decode step in ms:
+
+- an Intel AVX-512 machine: MKL on the weights as stored (`[in, out]`) at 1 row; row-major
+  copies at 2 and 3 rows; MKL's packed copies from 4 rows (4 rows 9.5 instead of 11.3);
+- an AMD EPYC (Zen 4) machine: oneDNN copies reordered for 8 rows at every row count (1 row
+  7.0 against 10.5, 4 rows 8.6 against 16.0 as stored, 24 on MKL's packed copies, 22 on
+  row-major ones, where row-major copies were the slowest at 2 and 3 rows).
+
+So nothing is assumed: `tune` builds the candidate copies that fit the budget
+(`engine.cpu_linear`), times whole decode steps of every row count up to the batch limit on
+each (interleaved rounds, the fastest round of each counts, so a noisy machine hits all alike),
+keeps the fastest for each row count and lets the other copies go. Whole steps, not single
+products: a product timed alone finds its weights in the caches, which a step that streams the
+whole model does not.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+from hitrate.engine import cpu_linear, huge_pages
+from hitrate.engine.batch_kv import BatchKV
+
+Product = Callable[[torch.Tensor], torch.Tensor]
+AS_STORED = "as stored"
+# oneDNN copies are reordered for this many rows and serve every row count; 4 and 8 measured
+# alike from 2 to 8 rows, 1 (what oneDNN's own default assumes) up to 2.3x slower from 2 rows.
+ONEDNN_BATCH_HINT = 8
+# K/V positions each row holds while steps are timed: attention is the same on every layout.
+_CONTEXT = 32
+
+
+@dataclass
+class Candidate:
+    """Weight copies a step may run on: `products[id(module)]` for the modules it copies."""
+
+    name: str
+    products: dict[int, Product]
+    nbytes: int
+    rows: frozenset[int] | None = None  # the only row counts it computes (MKL's packed copies)
+
+    def serves(self, rows: int) -> bool:
+        return self.rows is None or rows in self.rows
+
+
+@dataclass
+class Tuning:
+    """What `tune` chose: the layout by row count, each candidate's fastest step in ms, and the
+    bytes of the copies kept."""
+
+    chosen: dict[int, str] = field(default_factory=dict)
+    step_ms: dict[int, dict[str, float]] = field(default_factory=dict)
+    nbytes: int = 0
+
+    def summary(self) -> list[str]:
+        """One line per row count: the layout chosen, then every candidate's step time."""
+        return [f"{rows} row{'s' if rows > 1 else ' '} {self.chosen[rows]:<14} "
+                + ", ".join(f"{name} {ms:.2f}" for name, ms in self.step_ms[rows].items())
+                for rows in sorted(self.chosen)]
+
+
+def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> list[Candidate]:
+    """The weight copies that fit `budget_bytes` in all, most broadly useful first: oneDNN's
+    (any row count), row-major (any), then MKL's packed copies for the powers of two from
+    `max_batch` down to 4 (each for its own row count). Float32 CPU weights only; each
+    copy is checked against its linear in `engine.cpu_linear`."""
+    found: list[Candidate] = []
+    linears = [m for m in modules if isinstance(m, nn.Linear)]
+
+    def add(name: str, covered: list[nn.Module], products: list[Product], nbytes: int, rows=None) -> None:
+        nonlocal budget_bytes
+        if products:
+            found.append(Candidate(name, {id(m): p for m, p in zip(covered, products)}, nbytes, rows))
+            budget_bytes -= nbytes
+
+    add("oneDNN", linears, *cpu_linear.onednn_products(linears, ONEDNN_BATCH_HINT, budget_bytes))
+    add("row-major", linears, *cpu_linear.row_major_products(linears, budget_bytes))
+    plain = [m for m in modules if type(m) is nn.Linear]
+    sizes = [n for n in (1 << i for i in range(max_batch.bit_length(), 1, -1)) if n <= max_batch]
+    packed, nbytes = cpu_linear.pack_for_batch_sizes(plain, sizes, budget_bytes)
+    for rows, products in packed.items():
+        add(f"MKL-packed {rows}", plain, products, nbytes // len(packed), frozenset({rows}))
+    return found
+
+
+def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) -> Tuning:
+    """Give `decoder` (a `FastDecoder`) the fastest layout for steps of 1 to `max_batch` rows,
+    among the weights as stored and the copies `candidates` builds; returns what was chosen."""
+    tuning = Tuning()
+    found = candidates(decoder.product_modules(), max_batch, budget_bytes)
+    if not found:
+        return tuning
+    device = next(decoder.model.parameters()).device
+    kv = BatchKV(layout.shape, rows=max_batch, capacity=_CONTEXT + 1, device=device,
+                 layer_types=layout.layer_types, windows=layout.windows)
+    kv.lengths = [_CONTEXT] * max_batch
+    vocab = int(decoder.model.config.vocab_size)
+    tokens = [(i * 7919 + 11) % vocab for i in range(max_batch)]
+    tables = {AS_STORED: None, **{c.name: decoder.table_from(c.products) for c in found}}
+    serves = {AS_STORED: lambda rows: True, **{c.name: c.serves for c in found}}
+    for rows in range(1, max_batch + 1):
+        names = [name for name in tables if serves[name](rows)]
+        best: dict[str, float] = {}
+        for round_ in range(rounds + 1):  # the first round warms up each layout
+            for name in names:
+                decoder.use_table(rows, tables[name])
+                start = time.perf_counter()
+                decoder.decode_rows(kv, tokens[:rows])
+                elapsed = time.perf_counter() - start
+                if round_:
+                    best[name] = min(best.get(name, elapsed), elapsed)
+        chosen = min(best, key=best.__getitem__)
+        decoder.use_table(rows, tables[chosen])
+        tuning.chosen[rows] = chosen
+        tuning.step_ms[rows] = {name: seconds * 1e3 for name, seconds in best.items()}
+    kept = set(tuning.chosen.values())
+    tuning.nbytes = sum(c.nbytes for c in found if c.name in kept)
+    del tables, found  # the copies no row count chose go with them
+    huge_pages.return_freed_memory()
+    return tuning
