@@ -205,14 +205,14 @@ def row_major_products(linears: list[nn.Module], budget_bytes: int) -> tuple[lis
     1.79 / 1.61 / 1.75. At 1 row `[in, out]` stays faster (Gemma 3's head 22.5 / 25.0), from 4
     rows the packed copies. Returns one product per linear and the bytes of the copies; none
     when the copies exceed `budget_bytes` or one disagrees with its linear on a probe. The copies
-    go on huge pages (`engine.huge_pages`)."""
+    go on huge pages (`engine.huge_pages`). None either when every weight is row-major already."""
     weights = [lin.weight for lin in linears]
     if not linears or any(not isinstance(lin, nn.Linear) for lin in linears) or any(
             w.dtype != torch.float32 or w.device.type != "cpu" or w.dim() != 2 for w in weights):
         return [], 0
     unique = {id(w): w for w in weights}
     size = sum(_nbytes(w) for w in unique.values() if not w.is_contiguous())
-    if size > budget_bytes:
+    if not 0 < size <= budget_bytes:  # nothing to copy: the weights are row-major already
         return [], 0
     with torch.no_grad():
         copies = {key: w.detach().contiguous() for key, w in unique.items()}

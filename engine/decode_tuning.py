@@ -61,12 +61,6 @@ class Tuning:
     step_ms: dict[int, dict[str, float]] = field(default_factory=dict)
     nbytes: int = 0
 
-    def summary(self) -> list[str]:
-        """One line per row count: the layout chosen, then every candidate's step time."""
-        return [f"{rows} row{'s' if rows > 1 else ' '} {self.chosen[rows]:<14} "
-                + ", ".join(f"{name} {ms:.2f}" for name, ms in self.step_ms[rows].items())
-                for rows in sorted(self.chosen)]
-
 
 def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> list[Candidate]:
     """The weight copies that fit `budget_bytes` in all, most broadly useful first: oneDNN's
@@ -96,6 +90,8 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
     """Give `decoder` (a `FastDecoder`) the fastest layout for steps of 1 to `max_batch` rows,
     among the weights as stored and the copies `candidates` builds; returns what was chosen."""
     tuning = Tuning()
+    if budget_bytes <= 0:
+        return tuning
     found = candidates(decoder.product_modules(), max_batch, budget_bytes)
     if not found:
         return tuning

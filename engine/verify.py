@@ -57,7 +57,9 @@ class VerifyReport:
     fast_decode: bool = False  # decode steps straight from the weights (`engine.fast_decode`)
     fast_decode_check_diff: float | None = None  # its logits vs a full forward, checked at load
     fast_decode_off_reason: str = ""
-    batch_pack_rows: list[int] = field(default_factory=list)  # steps of exactly these many rows run on their own weight copies
+    # per row count of a decode step: {"rows", "layout" chosen, "step_ms" of every layout timed}
+    # (`engine.decode_tuning`); empty when nothing but the weights as stored could run
+    step_layouts: list[dict] = field(default_factory=list)
     packed_weight_bytes: int = 0  # what every packed copy adds to the model's own weights
     huge_page_weight_bytes: int = 0  # weights on transparent huge pages (`engine.huge_pages`)
     float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
@@ -91,9 +93,11 @@ class VerifyReport:
              else f"decode steps: through the model's forward ({self.fast_decode_off_reason})"),
             (f"weights on huge pages: {self.huge_page_weight_bytes / 2**20:,.1f} MiB" if self.huge_page_weight_bytes
              else "weights on huge pages: none (the system has none, or the weights are not in CPU memory)"),
-        ] + ([] if not self.batch_pack_rows else [
-            f"batched steps of {'/'.join(map(str, self.batch_pack_rows))} rows on their own weight copies "
-            f"({self.packed_weight_bytes / 2**20:,.0f} MiB of copies in all)",
+        ] + ([] if not self.step_layouts else [
+            f"decode step layouts, the fastest of those timed at load ({self.packed_weight_bytes / 2**20:,.0f} MiB "
+            f"of weight copies in all; ms per step):",
+            *(f"  {entry['rows']} row{'s' if entry['rows'] > 1 else ' '} {entry['layout']:<14} "
+              + ", ".join(f"{name} {ms:.2f}" for name, ms in entry["step_ms"].items()) for entry in self.step_layouts),
         ]) + ([] if self.float32_max_logit_diff is None else [
             f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
             f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
@@ -168,7 +172,8 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
         fast_decode=engine.fast_decoder is not None,
         fast_decode_check_diff=engine.fast_decoder.check_diff if engine.fast_decoder is not None else None,
         fast_decode_off_reason=engine.fast_decode_off_reason,
-        batch_pack_rows=list(engine.batch_pack_sizes),
+        step_layouts=[{"rows": rows, "layout": layout, "step_ms": engine.step_layouts.step_ms[rows]}
+                      for rows, layout in sorted(engine.step_layouts.chosen.items())],
         packed_weight_bytes=engine.packed_weight_bytes,
         huge_page_weight_bytes=engine.huge_page_bytes,
         **against,

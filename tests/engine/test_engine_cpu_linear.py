@@ -114,7 +114,8 @@ def test_bfloat16_engine_runs_on_packed_weights_close_to_float32(tiny_llama_path
     f32 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
     bf16 = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, dtype="bfloat16")
     assert any(isinstance(m, cpu_linear.PackedLinear) for m in bf16.model.modules())
-    assert bf16.metrics()["packed_weight_bytes"] > 0 and bf16.batch_pack_sizes == ()  # MKL's copies: float32 only
+    assert bf16.metrics()["packed_weight_bytes"] > 0
+    assert bf16.batch_pack_sizes == () and bf16.step_layouts.chosen == {}  # the step-layout copies: float32 only
     assert not any(isinstance(m, cpu_linear.PackedLinear) for m in f32.model.modules())  # its matrices are small
     # The fast decode step's concatenated projections run packed too.
     assert bf16.fast_decoder is not None and bf16.fast_decoder.packed_bytes > 0
@@ -208,17 +209,18 @@ def test_a_packed_copy_that_disagrees_is_not_used(monkeypatch):
     assert cpu_linear.pack_for_batch_sizes([nn.Linear(64, 512)], [4], 1 << 30) == ({}, 0)
 
 
-@needs_mkl_packed
-def test_steps_on_packed_copies_generate_what_each_request_alone_does(tiny_llama_path):
-    """Four requests started together (one position: the packed copies for 4 rows), ending at
-    different lengths (3 and 2 rows: the row-major copies)."""
+def test_steps_on_the_chosen_layouts_generate_what_each_request_alone_does(tiny_llama_path):
+    """Four requests started together (4 rows), ending at different lengths (3, 2, then 1 row),
+    each step on the layout tuned for its row count, give each request its single-request
+    tokens."""
     prompts = [tokens(31 + i, 20) for i in range(4)]
     lengths = [14, 9, 12, 6]
-    alone = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=1)
-    assert alone.batch_pack_sizes == ()  # one row never needs them
+    alone = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=1, pack_min_bytes=None)
+    assert alone.step_layouts.chosen == {}  # no copies allowed: every step on the weights as stored
     expected = [alone.generate(req(p, n)).token_ids for p, n in zip(prompts, lengths)]
     engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=4)
-    assert engine.batch_pack_sizes == (4, 3, 2) and engine.metrics()["packed_weight_bytes"] > 0
+    assert sorted(engine.step_layouts.chosen) == [1, 2, 3, 4]
+    assert engine.metrics()["packed_weight_bytes"] >= engine.step_layouts.nbytes
     results = run_concurrently(engine, [req(p, n) for p, n in zip(prompts, lengths)])
     assert [r.token_ids for r in results] == expected
     assert engine.metrics()["peak_decode_batch"] == 4

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hitrate.engine import cpu_linear, huge_pages
 from hitrate.engine.runner import TransformersEngine
@@ -64,9 +65,13 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     assert "cached vs recompute: max |logit diff|" in text and "K/V groups: 4 query heads over 2" in text
     assert report["fast_decode"] and report["fast_decode_check_diff"] <= 1e-4
     assert "decode steps: straight from the weights, checked at load" in text
-    if cpu_linear.mkl_packed_available():
-        assert report["batch_pack_rows"] == [8, 4, 3, 2] and report["packed_weight_bytes"] > 0
-        assert "batched steps of 8/4/3/2 rows on their own weight copies" in text
+    if cpu_linear.onednn_available(torch.float32):
+        assert [entry["rows"] for entry in report["step_layouts"]] == list(range(1, 9))
+        for entry in report["step_layouts"]:  # the chosen one is the fastest timed
+            assert entry["step_ms"][entry["layout"]] == min(entry["step_ms"].values())
+            assert {"as stored", "oneDNN"} <= set(entry["step_ms"])
+        assert "decode step layouts, the fastest of those timed at load" in text
+        assert "  4 rows " in text and "as stored" in text
     if huge_pages.huge_pages_available():  # the tiny model's 512 x 64 embedding is 128 KiB
         assert report["huge_page_weight_bytes"] >= 512 * 64 * 4
         assert f"weights on huge pages: {report['huge_page_weight_bytes'] / 2**20:,.1f} MiB" in text
