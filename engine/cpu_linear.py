@@ -1,36 +1,35 @@
-"""Prepacked oneDNN matmuls for decode on the CPU.
+"""Weight layouts for the matrix products of decode on the CPU.
 
 A decode step multiplies a handful of rows (one per running request) by every weight matrix, so
-on a CPU it is bound by how fast the weights stream from memory. `nn.Linear` on CPU calls MKL's
-sgemm on the weight as stored, which does well for one or two rows but, measured on this
-project's machines (AVX-512, one thread), takes twice as long for 4 rows and three times for 8
-on a large output head, although the bytes read are the same. oneDNN with its weight reordered
-once ("prepacked", the layout PyTorch's own inductor uses for frozen CPU linears,
-`torch.ops.mkldnn._reorder_linear_weight` / `_linear_pointwise`) keeps 4 and 8 rows closer to
-the cost of one on matrices too large for the caches, and in bfloat16 it uses AMX / AVX-512-BF16 where the CPU has them.
+on a CPU it is bound by how fast the weights stream from memory, and by how well the BLAS kernel
+for that layout and row count keeps up with it. `nn.Linear` on CPU calls MKL's sgemm on the
+weight as stored, which does well for one row but, on the matrices of a decode step, takes two
+to three times as long for 4 or 8 rows on the machines measured, although the bytes read are the
+same. Which other layout does better depends on the CPU, so the engine times them at load
+(`engine.decode_tuning`); this module builds them, each checked against its linear on a probe:
 
-- `pack_large_linears`: float32 stays exact to float32 rounding. Only matrices of at least
-  `min_bytes` are packed (oneDNN's per-call overhead outweighs the gain on small ones), and one
-  or two rows keep MKL's path, which is faster there. The packed copy costs the matrix's bytes
-  once more (a tied output head shares its storage with the embedding, which must stay).
-- `pack_all_linears`: every linear of a bfloat16 model (transformers' bfloat16 `nn.Linear` on
-  CPU reorders the weight at each call).
-- `pack_for_batch_sizes`: float32 copies in MKL's packed-GEMM layout
-  (`cblas_sgemm_pack`, the path inductor takes for frozen float32 linears), one per batch size,
-  each used only for steps of exactly that many rows (MKL's packed compute is defined for the
-  row count it was packed for). For a step of several rows, MKL's plain sgemm re-packs the weight
-  on every call; measured on two cores on a 26M-parameter Llama's decode step, 4 rows 9.5 ms
-  instead of 11.3 and 8 rows 11.0 instead of 14.3, one row 6.7 either way. Padding 3 rows up to
-  a copy for 4 measured slower than 3 rows on the plain path, so other counts stay plain. Each
-  copy costs about the weights' bytes again (resident: +125 MB for that model's 104 MB). Steps
-  of 2 and 3 rows take `row_major_products` instead.
-- `row_major_products`: float32 copies in the natural `[out, in]` layout for steps of 2 and 3
-  rows, where MKL runs faster on it than on `[in, out]` or on its packed copies.
+- `onednn_products`: copies in oneDNN's reordered layout ("prepacked", the layout PyTorch's
+  own inductor uses for frozen CPU linears, `torch.ops.mkldnn._reorder_linear_weight` /
+  `_linear_pointwise`), one copy for every row count; fastest at every row count on an AMD
+  EPYC (Zen 4) machine.
+- `row_major_products`: copies in the natural `[out, in]` layout; fastest at 2 and 3 rows on
+  an Intel AVX-512 machine, where MKL picks a better kernel for that layout.
+- `pack_for_batch_sizes`: copies in MKL's packed-GEMM layout (`cblas_sgemm_pack`, the path
+  inductor takes for frozen float32 linears), one per row count, each computing steps of
+  exactly that many rows; fastest from 4 rows on that Intel machine.
 - `store_transposed`: a float32 linear's weight kept as `[in, out]` in memory (the `[out, in]`
   parameter a transposed view of it), so `F.linear` hands MKL a plain `x @ W` instead of
   `x @ W^T`. Measured on two cores: 1 row 8% faster on Gemma 3 270M's 262k x 640 head (23.0 vs
   25.0 ms), and 4 rows of a 384 x 1152 matrix 14 us instead of 46 us, where MKL's transposed
   path switches kernels. Same values; the tests' models give bit-identical logits.
+- `pack_large_linears`: float32 matrices of at least `min_bytes` (a large output head) get a
+  oneDNN copy used by the model's own forward from 3 rows on; `pack_all_linears`: every linear
+  of a bfloat16 model (transformers' bfloat16 `nn.Linear` on CPU reorders the weight at each
+  call; oneDNN uses AMX / AVX-512-BF16 where the CPU has them).
+
+Float32 copies stay exact to float32 rounding (another summation order); each costs the
+weights' bytes once more (a tied output head shares its storage with the embedding, which must
+stay).
 """
 
 from __future__ import annotations
@@ -47,9 +46,8 @@ from hitrate.engine import huge_pages
 # two cores), and loses from 3 rows on for Gemma 3 270M's 262k x 640 head (671 MB: 43 vs 36 ms at
 # 4 rows, 57 vs 44 at 8): packing pays for matrices that stream from memory each step.
 DEFAULT_MIN_PACK_BYTES = 256 << 20
-# Weight copies for batched decode steps (`row_major_products`, `pack_for_batch_sizes`): at most
-# this many bytes. Gemma 3 270M in float32 takes 1.87 GB for all three: row-major 1.07, packed
-# for 4 and for 8 rows 0.40 each (its head keeps one oneDNN copy, `pack_large_linears`).
+# Weight copies for decode steps (`engine.decode_tuning`): at most this many bytes while the
+# layouts are timed; those no row count chose are freed after.
 DEFAULT_BATCH_PACK_BYTES = 2 << 30
 # Packed products may round differently from the plain ones (another summation order); anything
 # past float32 rounding means the copy is wrong.
@@ -197,13 +195,13 @@ def weight_product(weight: torch.Tensor, bias: torch.Tensor | None) -> Product:
 
 def row_major_products(linears: list[nn.Module], budget_bytes: int) -> tuple[list[Product], int]:
     """Products of `linears` on row-major copies of their weights (`[out, in]` contiguous, the
-    layout `store_transposed` turned away from), for steps of 2 and 3 rows, where MKL takes a
-    faster kernel on that layout than on `[in, out]` or on its packed copies. Measured on two
-    cores with the weights on huge pages, the products of a step in ms ([in, out] / [out, in] /
-    MKL-packed): Gemma 3 270M's layers at 2 rows 23.7 / 18.4 / 21.5 and its head 40.0 / 24.9 /
-    30.1; at 3 rows 29.1 / 18.6 / 25.8 and 41.0 / 27.3 / 33.3; the 26M Llama's layers at 2 rows
-    1.79 / 1.61 / 1.75. At 1 row `[in, out]` stays faster (Gemma 3's head 22.5 / 25.0), from 4
-    rows the packed copies. Returns one product per linear and the bytes of the copies; none
+    layout `store_transposed` turned away from), where MKL may take a faster kernel than on
+    `[in, out]` or on its packed copies. Measured on an Intel AVX-512 machine, two cores, the
+    weights on huge pages, the products of a step in ms ([in, out] / [out, in] / MKL-packed):
+    Gemma 3 270M's layers at 2 rows 23.7 / 18.4 / 21.5 and its head 40.0 / 24.9 / 30.1; at 3
+    rows 29.1 / 18.6 / 25.8 and 41.0 / 27.3 / 33.3. At 1 row `[in, out]` stays faster (Gemma 3's
+    head 22.5 / 25.0), from 4 rows the packed copies; on an AMD EPYC machine row-major was the
+    slowest at 2 and 3 rows. Returns one product per linear and the bytes of the copies; none
     when the copies exceed `budget_bytes` or one disagrees with its linear on a probe. The copies
     go on huge pages (`engine.huge_pages`). None either when every weight is row-major already."""
     weights = [lin.weight for lin in linears]

@@ -93,8 +93,9 @@ class TransformersEngine:
         model's layers have a shape it knows and its logits pass the check against a full
         forward; False keeps every step on the model's forward.
         `batch_pack_bytes`: float32 on the CPU, with the fast step: at most this many bytes of
-        MKL-packed weight copies for steps of exactly 8, 4 and 2 rows (those up to `max_batch`, in
-        that order, each costing the weights' bytes once more; `engine.cpu_linear`); 0 for none."""
+        weight copies in other layouts (oneDNN's, row-major, MKL-packed), which the load times
+        against the weights as stored at each row count up to `max_batch`, keeping the fastest
+        (`engine.decode_tuning`; each copy costs the weights' bytes once more); 0 for none."""
         if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
             raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
@@ -265,7 +266,7 @@ class TransformersEngine:
 
     @property
     def batch_pack_sizes(self) -> tuple[int, ...]:
-        """Row counts whose decode steps run on packed weight copies (`engine.cpu_linear`)."""
+        """Row counts whose decode steps run on weight copies of their own (`engine.decode_tuning`)."""
         return self.fast_decoder.batch_pack_sizes if self.fast_decoder is not None else ()
 
     def _auto_pool_tokens(self, window: int | None) -> tuple[int, int]:
