@@ -37,6 +37,8 @@ AS_STORED = "as stored"
 ONEDNN_BATCH_HINT = 8
 # K/V positions each row holds while steps are timed: attention is the same on every layout.
 _CONTEXT = 32
+# Layouts whose first (warm-up) step took more than this many times the fastest's are not timed on.
+_PRUNE = 2.0
 
 
 @dataclass
@@ -58,6 +60,7 @@ class Tuning:
     bytes of the copies kept."""
 
     chosen: dict[int, str] = field(default_factory=dict)
+    # a layout left out after its first step (`_PRUNE`): that step's time
     step_ms: dict[int, dict[str, float]] = field(default_factory=dict)
     nbytes: int = 0
 
@@ -103,18 +106,23 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
     tokens = [(i * 7919 + 11) % vocab for i in range(max_batch)]
     tables = {AS_STORED: None, **{c.name: decoder.table_from(c.products) for c in found}}
     serves = {AS_STORED: lambda rows: True, **{c.name: c.serves for c in found}}
+
+    def step(rows: int, name: str) -> float:
+        decoder.use_table(rows, tables[name])
+        start = time.perf_counter()
+        decoder.decode_rows(kv, tokens[:rows])
+        return time.perf_counter() - start
+
     for rows in range(1, max_batch + 1):
-        names = [name for name in tables if serves[name](rows)]
-        best: dict[str, float] = {}
-        for round_ in range(rounds + 1):  # the first round warms up each layout
+        warm = {name: step(rows, name) for name in tables if serves[name](rows)}
+        # A layout over `_PRUNE` times the fastest's first step is out: timing it again only
+        # slows the load (row-major steps took 3-5x the others' on one machine).
+        names = [name for name, seconds in warm.items() if seconds <= _PRUNE * min(warm.values())]
+        best = dict(warm)  # the first step counts too: it can only be slower
+        for _ in range(rounds):
             for name in names:
-                decoder.use_table(rows, tables[name])
-                start = time.perf_counter()
-                decoder.decode_rows(kv, tokens[:rows])
-                elapsed = time.perf_counter() - start
-                if round_:
-                    best[name] = min(best.get(name, elapsed), elapsed)
-        chosen = min(best, key=best.__getitem__)
+                best[name] = min(best[name], step(rows, name))
+        chosen = min(names, key=best.__getitem__)
         decoder.use_table(rows, tables[chosen])
         tuning.chosen[rows] = chosen
         tuning.step_ms[rows] = {name: seconds * 1e3 for name, seconds in best.items()}

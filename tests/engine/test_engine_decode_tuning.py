@@ -44,9 +44,11 @@ def test_each_row_count_gets_the_layout_that_timed_fastest(tiny_llama_path, monk
     ballast = torch.zeros(1 << 16)
     left_out = weakref.ref(ballast)
 
+    never_steps = []
+
     def fake_candidates(found_modules, max_batch, budget_bytes):
         assert found_modules == modules and max_batch == 4
-        never = {id(m): slowed(m, lambda rows, kept=ballast: True) for m in modules}
+        never = {id(m): slowed(m, lambda rows, kept=ballast: never_steps.append(rows) or True) for m in modules}
         return [
             decode_tuning.Candidate("fast at odd", {id(m): slowed(m, lambda rows: rows % 2 == 0) for m in modules}, 10),
             decode_tuning.Candidate("fast at even", {id(m): slowed(m, lambda rows: rows % 2 == 1) for m in modules}, 20),
@@ -61,6 +63,8 @@ def test_each_row_count_gets_the_layout_that_timed_fastest(tiny_llama_path, monk
         assert set(times) == {"as stored", "fast at odd", "fast at even", "never fast"}
         assert times[tuning.chosen[rows]] < 10 <= min(times["as stored"], times["never fast"])  # 9 products x 2 ms
     assert decoder.batch_pack_sizes == (4, 3, 2, 1)
+    # Over twice the fastest's time on its first step at each row count: never timed again.
+    assert sorted(never_steps) == sorted([1, 2, 3, 4] * len(modules))
     del ballast
     gc.collect()
     assert left_out() is None  # the layout no row count chose is let go
