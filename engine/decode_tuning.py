@@ -37,7 +37,7 @@ AS_STORED = "as stored"
 ONEDNN_BATCH_HINT = 8
 # K/V positions each row holds while steps are timed: attention is the same on every layout.
 _CONTEXT = 32
-# Layouts whose first (warm-up) step took more than this many times the fastest's are not timed on.
+# Layouts whose first timed step took more than this many times the fastest's are not timed on.
 _PRUNE = 2.0
 
 
@@ -60,7 +60,7 @@ class Tuning:
     bytes of the copies kept."""
 
     chosen: dict[int, str] = field(default_factory=dict)
-    # a layout left out after its first step (`_PRUNE`): that step's time
+    # a layout left out after its first timed step (`_PRUNE`): that step's time
     step_ms: dict[int, dict[str, float]] = field(default_factory=dict)
     nbytes: int = 0
 
@@ -114,12 +114,14 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
         return time.perf_counter() - start
 
     for rows in range(1, max_batch + 1):
-        warm = {name: step(rows, name) for name in tables if serves[name](rows)}
-        # A layout over `_PRUNE` times the fastest's first step is out: timing it again only
-        # slows the load (row-major steps took 3-5x the others' on one machine).
-        names = [name for name, seconds in warm.items() if seconds <= _PRUNE * min(warm.values())]
-        best = dict(warm)  # the first step counts too: it can only be slower
-        for _ in range(rounds):
+        names = [name for name in tables if serves[name](rows)]
+        for name in names:  # a layout's first step at a row count sets up its kernels: not timed
+            step(rows, name)
+        best = {name: step(rows, name) for name in names}
+        # A layout over `_PRUNE` times the fastest's first timed step is out: timing it again
+        # only slows the load (row-major steps took 3-5x the others' on one machine).
+        names = [name for name in names if best[name] <= _PRUNE * min(best.values())]
+        for _ in range(rounds - 1):
             for name in names:
                 best[name] = min(best[name], step(rows, name))
         chosen = min(names, key=best.__getitem__)

@@ -26,12 +26,12 @@ def untuned(path) -> TransformersEngine:
 
 
 def slowed(module: nn.Module, slow_at) -> decode_tuning.Product:
-    """`module`'s product on its weights as stored, 2 ms slower when `slow_at(rows)`."""
+    """`module`'s product on its weights as stored, 5 ms slower when `slow_at(rows)`."""
     product = cpu_linear.weight_product(module.weight, module.bias)
 
     def run(x: torch.Tensor) -> torch.Tensor:
         if slow_at(x.shape[0]):
-            time.sleep(0.002)
+            time.sleep(0.005)
         return product(x)
     return run
 
@@ -61,10 +61,11 @@ def test_each_row_count_gets_the_layout_that_timed_fastest(tiny_llama_path, monk
     assert tuning.nbytes == 30  # the copies kept: the two chosen
     for rows, times in tuning.step_ms.items():
         assert set(times) == {"as stored", "fast at odd", "fast at even", "never fast"}
-        assert times[tuning.chosen[rows]] < 10 <= min(times["as stored"], times["never fast"])  # 9 products x 2 ms
+        assert times[tuning.chosen[rows]] < 20 <= min(times["as stored"], times["never fast"])  # 9 products x 5 ms
     assert decoder.batch_pack_sizes == (4, 3, 2, 1)
-    # Over twice the fastest's time on its first step at each row count: never timed again.
-    assert sorted(never_steps) == sorted([1, 2, 3, 4] * len(modules))
+    # Over twice the fastest's time on its first timed step at each row count (after one
+    # untimed): never timed again.
+    assert sorted(never_steps) == sorted([1, 2, 3, 4] * 2 * len(modules))
     del ballast
     gc.collect()
     assert left_out() is None  # the layout no row count chose is let go
