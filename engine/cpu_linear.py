@@ -122,27 +122,39 @@ def _relative_diff(product: Product, linear: nn.Module, rows: int, generator: to
     return float((product(x) - plain).abs().max()) / max(float(plain.abs().max()), 1e-30)
 
 
+def _float32_cpu_matrices(linears: list[nn.Module]) -> bool:
+    """Whether every linear's weight is a 2-D float32 CPU tensor: the only weights the copies
+    of this module are built for."""
+    return bool(linears) and all(
+        w.dtype == torch.float32 and w.device.type == "cpu" and w.dim() == 2 for w in (lin.weight for lin in linears))
+
+
+def _agree(products: list[Product], linears: list[nn.Module], rows: list[int] | tuple[int, ...]) -> bool:
+    """Whether each product gives its linear's output to float32 rounding (another summation
+    order) on a probe of each of `rows` rows: a copy that does not is wrong, and none is used."""
+    probe = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        return max(_relative_diff(found, lin, n, probe)
+                   for found, lin in zip(products, linears) for n in rows) <= _PACKED_TOLERANCE
+
+
 def pack_for_batch_sizes(linears: list[nn.Module], sizes: list[int], budget_bytes: int) -> tuple[dict[int, list[Product]], int]:
     """Products of `linears` on packed copies for as many of `sizes` (in order of preference) as
     `budget_bytes` allows, each size costing the weights' bytes once more: {rows: one product per
     linear}, and their bytes. Float32 CPU weights only, else nothing; each copy is checked
     against the plain linear on a probe, and none is used if one disagrees."""
-    weights = [lin.weight for lin in linears]
-    if not linears or not mkl_packed_available() or any(
-            w.dtype != torch.float32 or w.device.type != "cpu" or w.dim() != 2 for w in weights):
+    if not mkl_packed_available() or not _float32_cpu_matrices(linears):
         return {}, 0
-    per_size = sum(_nbytes(w) for w in {id(w): w for w in weights}.values())
+    per_size = sum(_nbytes(w) for w in {id(lin.weight): lin.weight for lin in linears}.values())
     chosen = list(dict.fromkeys(n for n in sizes if n >= 2))[: max(0, budget_bytes // max(per_size, 1))]
     if not chosen:
         return {}, 0
-    probe = torch.Generator().manual_seed(0)
     with torch.inference_mode():
         per_linear = [_packed_products(lin, chosen) for lin in linears]
-        # Same products up to float32 rounding (another summation order), or none is used.
-        if max(_relative_diff(found[rows], lin, rows, probe)
-               for found, lin in zip(per_linear, linears) for rows in chosen) > _PACKED_TOLERANCE:
-            return {}, 0
     products = {rows: [found[rows] for found in per_linear] for rows in chosen}
+    # Each size's copy is checked at its own row count only: MKL computes it for no other.
+    if not all(_agree(found, linears, [rows]) for rows, found in products.items()):
+        return {}, 0
     return products, per_size * len(products)
 
 
@@ -155,13 +167,11 @@ def onednn_products(linears: list[nn.Module], batch_hint: int, budget_bytes: int
     6.7 ms; one row 2.1 ms). Returns one product per linear and the bytes of the new copies;
     none when they exceed `budget_bytes`, the build has no oneDNN, or a product disagrees with
     its linear on a probe."""
-    weights = [lin.weight for lin in linears]
-    if not linears or not onednn_available(torch.float32) or any(
-            not isinstance(lin, nn.Linear) or w.dtype != torch.float32 or w.device.type != "cpu" or w.dim() != 2
-            for lin, w in zip(linears, weights)):
+    if not onednn_available(torch.float32) or not all(isinstance(lin, nn.Linear) for lin in linears) \
+            or not _float32_cpu_matrices(linears):
         return [], 0
     own = {id(lin.weight): lin for lin in linears if isinstance(lin, PackedLinear) and lin.batch_hint == batch_hint}
-    fresh = {id(w): w for w in weights if id(w) not in own}
+    fresh = {id(lin.weight): lin.weight for lin in linears if id(lin.weight) not in own}
     size = sum(_nbytes(w) for w in fresh.values())
     if size > budget_bytes:
         return [], 0
@@ -175,11 +185,8 @@ def onednn_products(linears: list[nn.Module], batch_hint: int, budget_bytes: int
         return lambda x: pointwise(x, packed, bias, "none", [], "")
 
     products = [product(packs[id(lin.weight)], lin.bias) for lin in linears]
-    probe = torch.Generator().manual_seed(0)
-    with torch.inference_mode():
-        if max(_relative_diff(found, lin, rows, probe) for found, lin in zip(products, linears)
-               for rows in sorted({1, 2, batch_hint})) > _PACKED_TOLERANCE:
-            return [], 0
+    if not _agree(products, linears, sorted({1, 2, batch_hint})):
+        return [], 0
     return products, size
 
 
@@ -204,11 +211,9 @@ def row_major_products(linears: list[nn.Module], budget_bytes: int) -> tuple[lis
     slowest at 2 and 3 rows. Returns one product per linear and the bytes of the copies; none
     when the copies exceed `budget_bytes` or one disagrees with its linear on a probe. The copies
     go on huge pages (`engine.huge_pages`). None either when every weight is row-major already."""
-    weights = [lin.weight for lin in linears]
-    if not linears or any(not isinstance(lin, nn.Linear) for lin in linears) or any(
-            w.dtype != torch.float32 or w.device.type != "cpu" or w.dim() != 2 for w in weights):
+    if not all(isinstance(lin, nn.Linear) for lin in linears) or not _float32_cpu_matrices(linears):
         return [], 0
-    unique = {id(w): w for w in weights}
+    unique = {id(lin.weight): lin.weight for lin in linears}
     size = sum(_nbytes(w) for w in unique.values() if not w.is_contiguous())
     if not 0 < size <= budget_bytes:  # nothing to copy: the weights are row-major already
         return [], 0
@@ -216,11 +221,8 @@ def row_major_products(linears: list[nn.Module], budget_bytes: int) -> tuple[lis
         copies = {key: w.detach().contiguous() for key, w in unique.items()}
     huge_pages.move_to_huge_pages([c for key, c in copies.items() if c is not unique[key]])
     products = [weight_product(copies[id(lin.weight)], lin.bias) for lin in linears]
-    probe = torch.Generator().manual_seed(0)
-    with torch.inference_mode():
-        if max(_relative_diff(found, lin, rows, probe) for found, lin in zip(products, linears)
-               for rows in (2, 3)) > _PACKED_TOLERANCE:
-            return [], 0
+    if not _agree(products, linears, (2, 3)):
+        return [], 0
     return products, size
 
 

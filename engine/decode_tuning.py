@@ -104,8 +104,9 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
     kv.lengths = [_CONTEXT] * max_batch
     vocab = int(decoder.model.config.vocab_size)
     tokens = [(i * 7919 + 11) % vocab for i in range(max_batch)]
-    tables = {AS_STORED: None, **{c.name: decoder.table_from(c.products) for c in found}}
-    serves = {AS_STORED: lambda rows: True, **{c.name: c.serves for c in found}}
+    found.insert(0, Candidate(AS_STORED, {}, 0))
+    # None: the decoder's own products on the weights as stored
+    tables = {c.name: decoder.table_from(c.products) if c.products else None for c in found}
 
     def step(rows: int, name: str) -> float:
         decoder.use_table(rows, tables[name])
@@ -114,7 +115,7 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
         return time.perf_counter() - start
 
     for rows in range(1, max_batch + 1):
-        names = [name for name in tables if serves[name](rows)]
+        names = [c.name for c in found if c.serves(rows)]
         for name in names:  # a layout's first step at a row count sets up its kernels: not timed
             step(rows, name)
         best = {name: step(rows, name) for name in names}
