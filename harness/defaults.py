@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import platformdirs
 
-from hitrate.harness.models import ModelSpecError
+from hitrate.harness.model_errors import ModelSpecError
 from hitrate.harness.wire.effort import EFFORTS, Effort, EffortError, parse_effort
 
 ENV_MODEL = "HITRATE_MODEL"

@@ -37,15 +37,12 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict
 
+from hitrate.harness.model_errors import ModelSpecError  # re-exported: callers import it from here
 from hitrate.harness.wire.effort import EffortDialect
 
 WireApi = Literal["anthropic_messages", "openai_chat", "openai_responses", "local_engine"]
 UsageDialect = Literal["anthropic", "openai", "deepseek", "gemini_openai", "openrouter", "openai_compat"]
 CacheFamilyName = Literal["anthropic", "openai_breakpoints", "openai_implicit", "deepseek", "gemini", "openai_compat"]
-
-
-class ModelSpecError(ValueError):
-    """A model spec that cannot be used; the message says what to change."""
 
 
 class Quirks(BaseModel):

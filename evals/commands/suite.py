@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hitrate.evals.junit import TestOutcome
-from hitrate.evals.suite_check import TaskCheck, check_tasks, default_workers
-from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
-from hitrate.evals.task import Suite, SuiteFormatError, load_suite
 from hitrate.harness.terminal_text import visible
+
+# `hitrate --help` imports this module to list the command: the suite machinery (tasks, graders,
+# the sandboxed shell they run in) loads only when a suite command runs.
+if TYPE_CHECKING:
+    from hitrate.evals.junit import TestOutcome
+    from hitrate.evals.suite_check import TaskCheck
+    from hitrate.evals.task import Suite
 
 SuiteArg = Annotated[
     Optional[str],
@@ -35,6 +37,9 @@ def _console() -> Console:
 
 
 def _load(suite: str | None, console: Console, repos: str | None = None) -> Suite:
+    from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
+    from hitrate.evals.task import SuiteFormatError, load_suite
+
     try:
         loaded = load_suite(resolve_suite(suite, repos=repos))
     except (FileNotFoundError, SuiteFormatError, BenchmarkError) as exc:
@@ -46,6 +51,8 @@ def _load(suite: str | None, console: Console, repos: str | None = None) -> Suit
 
 
 def _count(outcomes: dict[str, TestOutcome], ids: list[str]) -> int:
+    from hitrate.evals.junit import TestOutcome
+
     return sum(outcomes[i] is TestOutcome.passed for i in ids)
 
 
@@ -116,13 +123,19 @@ def register(app: typer.Typer) -> None:
             Optional[list[str]], typer.Option("--task", help="Check only this task id (repeatable).")
         ] = None,
         workers: Annotated[
-            int, typer.Option("--workers", "-j", min=1, help="Tasks checked in parallel.")
-        ] = default_workers(),
+            Optional[int], typer.Option("--workers", "-j", min=1,
+                                        help="Tasks checked in parallel [default: the CPUs, at most 8].")
+        ] = None,
         show_output: Annotated[
             bool, typer.Option("--show-output", help="Print pytest's output for every broken task.")
         ] = False,
     ) -> None:
         """Prove every task: F2P tests fail on workspace/, every test passes with solution/ applied."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from hitrate.evals.suite_check import check_tasks, default_workers
+
+        workers = workers or default_workers()
         console = _console()
         loaded = _load(suite, console, repos)
         try:

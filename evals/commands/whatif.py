@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 import typer
 
 from hitrate.harness.cli import add_command
-from hitrate.harness.commands.format import money
 
 # The simulators, the ledger and rich load when the command runs, not for `hitrate --help`.
 if TYPE_CHECKING:
@@ -161,6 +160,8 @@ def summary_table(loaded: LoadedRequests, results: list[WhatIfResult]) -> Table:
 def per_call_table(result: WhatIfResult) -> Table:
     from rich.table import Table
 
+    from hitrate.harness.commands.format import money
+
     out = Table(title=f"per request: {result.target}")
     out.add_column("#", justify="right")
     out.add_column("t+s", justify="right")
@@ -183,6 +184,8 @@ def per_call_table(result: WhatIfResult) -> Table:
 
 
 def _total_cells(totals: UsageTotals, buckets: list[tuple[str, str]]) -> list[str]:
+    from hitrate.harness.commands.format import money
+
     cells = [str(totals.calls)]
     for _, bucket in buckets:
         value = getattr(totals, bucket)
