@@ -32,6 +32,7 @@ from hitrate.engine.batch_kv import BatchKV
 
 Product = Callable[[torch.Tensor], torch.Tensor]
 AS_STORED = "as stored"
+GEMV_KERNEL = "GEMV kernel"  # `engine.native_gemv`
 # oneDNN copies are reordered for this many rows and serve every row count; 4 and 8 measured
 # alike from 2 to 8 rows, 1 (what oneDNN's own default assumes) up to 2.3x slower from 2 rows.
 ONEDNN_BATCH_HINT = 8
@@ -66,8 +67,8 @@ class Tuning:
 
 
 def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> list[Candidate]:
-    """The weight copies that fit `budget_bytes` in all, most broadly useful first: oneDNN's
-    (any row count), row-major (any), then MKL's packed copies for the powers of two from
+    """The weight copies that fit `budget_bytes` in all, most broadly useful first: the
+    engine's own kernel's (any row count), oneDNN's (any), row-major (any), then MKL's packed copies for the powers of two from
     `max_batch` down to 4 (each for its own row count). Float32 CPU weights only; each
     copy is checked against its linear in `engine.cpu_linear`."""
     found: list[Candidate] = []
@@ -79,6 +80,7 @@ def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> l
             found.append(Candidate(name, {id(m): p for m, p in zip(covered, products)}, nbytes, rows))
             budget_bytes -= nbytes
 
+    add(GEMV_KERNEL, linears, *cpu_linear.packed_gemv_products(linears, budget_bytes))
     add("oneDNN", linears, *cpu_linear.onednn_products(linears, ONEDNN_BATCH_HINT, budget_bytes))
     add("row-major", linears, *cpu_linear.row_major_products(linears, budget_bytes))
     plain = [m for m in modules if type(m) is nn.Linear]

@@ -47,7 +47,7 @@ def test_wheel_contains_every_package_folder(tmp_path: Path) -> None:
     missing = _package_folders() - in_wheel
     assert not missing, f"package folders missing from the wheel (see setup.py): {sorted(missing)}"
     # Data files the components need at run time travel with the wheel too.
-    for pattern in ("*.json", "*.j2", "*.tcss"):
+    for pattern in ("*.json", "*.j2", "*.tcss", "*.c"):
         for path in ROOT.glob(f"*/**/{pattern}"):
             if path.parts[len(ROOT.parts)] not in COMPONENTS or "__pycache__" in path.parts:
                 continue
