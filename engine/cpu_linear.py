@@ -276,6 +276,21 @@ def pack_large_linears(model: nn.Module, min_bytes: int = DEFAULT_MIN_PACK_BYTES
     return extra
 
 
+def unpack_large_linears(model: nn.Module) -> int:
+    """Undo `pack_large_linears`: each `PackedLinear` becomes a plain `nn.Linear` on the same
+    parameters, for when decode steps run on copies of their own and the packed copy would only
+    serve prompts whose every position's logits are kept. Returns the bytes let go."""
+    freed = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, PackedLinear) and child.min_rows > 1:
+                plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None, device="meta")
+                plain.weight, plain.bias = child.weight, child.bias
+                setattr(parent, name, plain)
+                freed += _nbytes(child.packed)
+    return freed
+
+
 def store_transposed(model: nn.Module) -> int:
     """Float32 CPU linears: keep each weight as `[in, out]` (see the module docstring). A weight
     shared with another module (a tied embedding) is replaced there too, so it stays shared:

@@ -33,6 +33,7 @@ from hitrate.engine.batch_kv import BatchKV
 Product = Callable[[torch.Tensor], torch.Tensor]
 AS_STORED = "as stored"
 GEMV_KERNEL = "GEMV kernel"  # `engine.native_gemv`
+ONEDNN = "oneDNN"
 # oneDNN copies are reordered for this many rows and serve every row count; 4 and 8 measured
 # alike from 2 to 8 rows, 1 (what oneDNN's own default assumes) up to 2.3x slower from 2 rows.
 ONEDNN_BATCH_HINT = 8
@@ -65,6 +66,12 @@ class Tuning:
     step_ms: dict[int, dict[str, float]] = field(default_factory=dict)
     nbytes: int = 0
 
+    @property
+    def steps_use_model_copies(self) -> bool:
+        """Whether some row count's steps run on the model's own oneDNN copies (`ONEDNN` reuses
+        a `PackedLinear`'s; the weights as stored call it); False when nothing was tuned."""
+        return not self.chosen or any(name in (ONEDNN, AS_STORED) for name in self.chosen.values())
+
 
 def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> list[Candidate]:
     """The weight copies that fit `budget_bytes` in all, most broadly useful first: the
@@ -81,7 +88,7 @@ def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> l
             budget_bytes -= nbytes
 
     add(GEMV_KERNEL, linears, *cpu_linear.packed_gemv_products(linears, budget_bytes))
-    add("oneDNN", linears, *cpu_linear.onednn_products(linears, ONEDNN_BATCH_HINT, budget_bytes))
+    add(ONEDNN, linears, *cpu_linear.onednn_products(linears, ONEDNN_BATCH_HINT, budget_bytes))
     add("row-major", linears, *cpu_linear.row_major_products(linears, budget_bytes))
     plain = [m for m in modules if type(m) is nn.Linear]
     sizes = [n for n in (1 << i for i in range(max_batch.bit_length(), 1, -1)) if n <= max_batch]

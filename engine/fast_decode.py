@@ -94,8 +94,13 @@ class FastDecoder:
         own = [p for layer in self.layers for m in (layer.qkv, layer.gate_up) for p in m.parameters()]
         self._plain = ([], None)
         moved = huge_pages.move_to_huge_pages([*self.model.parameters(), *own])
-        self._plain = self._table(_plain_product)
+        self.take_plain_products()
         return moved
+
+    def take_plain_products(self) -> None:
+        """Take the products on the weights as stored from the model's modules as they are now
+        (after they moved, or a module was swapped for another)."""
+        self._plain = self._table(_plain_product)
 
     def _table(self, product: Callable[[nn.Module], Product]) -> tuple[list[tuple], Product]:
         """(per layer, its `_PRODUCTS` as `product(module)`; the head's)."""

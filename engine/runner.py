@@ -262,6 +262,12 @@ class TransformersEngine:
         rows = 1 if self.batching_off_reason else self.max_batch  # the most rows a step will have
         self.step_layouts = decode_tuning.tune(decoder, self.layout, rows, batch_pack_bytes)
         self.packed_weight_bytes += decoder.packed_bytes + self.step_layouts.nbytes
+        if not self.step_layouts.steps_use_model_copies:
+            # The steps run on copies of their own: a large head's oneDNN copy would serve only
+            # prompts that keep every position's logits (MKL on the weight does those well).
+            self.packed_weight_bytes -= cpu_linear.unpack_large_linears(self.model)
+            decoder.take_plain_products()
+            huge_pages.return_freed_memory()
         return decoder, ""
 
     @property

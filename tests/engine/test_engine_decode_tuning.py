@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from hitrate.engine import cpu_linear, decode_tuning
+from hitrate.engine.api import GenerationRequest, SamplingParams
 from hitrate.engine.runner import TransformersEngine
 
 needs_onednn = pytest.mark.skipif(not cpu_linear.onednn_available(torch.float32), reason="torch built without oneDNN")
@@ -152,3 +153,23 @@ def test_an_onednn_copy_that_disagrees_is_not_used(monkeypatch):
     real = torch.Tensor.contiguous
     monkeypatch.setattr(torch.Tensor, "contiguous", lambda self, *a, **k: real(self, *a, **k) * 1.001)
     assert cpu_linear.onednn_products([nn.Linear(64, 512)], 8, 1 << 30) == ([], 0)
+
+
+@needs_onednn
+@pytest.mark.parametrize("chosen", [decode_tuning.GEMV_KERNEL, decode_tuning.ONEDNN, decode_tuning.AS_STORED])
+def test_the_heads_onednn_copy_goes_when_no_step_runs_on_it(tiny_llama_path, monkeypatch, chosen):
+    plain = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=4, pack_min_bytes=None)
+    monkeypatch.setattr(decode_tuning, "tune", lambda decoder, layout, rows, budget: decode_tuning.Tuning(
+        chosen=dict.fromkeys(range(1, rows + 1), chosen)))
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, max_batch=4, pack_min_bytes=0)
+    packed = [m for m in engine.model.modules() if isinstance(m, cpu_linear.PackedLinear)]
+    kept = chosen != decode_tuning.GEMV_KERNEL
+    assert bool(packed) == kept
+    assert (engine.packed_weight_bytes > 0) == kept  # the copies the step's own products would hold: none here
+    assert isinstance(engine.fast_decoder._plain[1], cpu_linear.PackedLinear) == kept  # the step's head as stored
+    prompt = [(7 * i + 3) % 1000 for i in range(40)]
+    reference, _ = plain.prefill_logits(prompt)
+    logits, _ = engine.prefill_logits(prompt)  # every position's logits: the model's own forward
+    assert float((logits - reference).abs().max()) <= 1e-4 * max(float(reference.abs().max()), 1.0)
+    result = engine.generate(GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=6)))
+    assert result.token_ids == plain.generate(GenerationRequest(prompt_ids=prompt, params=SamplingParams(max_tokens=6))).token_ids
