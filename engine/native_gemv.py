@@ -123,8 +123,11 @@ def _cpu_identity() -> str:
 def _compile(compiler: str, library: Path) -> None:
     """Build into a temporary file, then rename: a load never sees a half-written library, and two
     processes building at once both end with a whole one."""
-    library.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=library.stem, suffix=".so.partial", dir=library.parent)
+    try:
+        library.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=library.stem, suffix=".so.partial", dir=library.parent)
+    except OSError as exc:  # a read-only or full cache folder: set HITRATE_KERNEL_CACHE elsewhere
+        raise KernelUnavailable(f"cannot write the kernel to {library.parent} ({exc.strerror or exc})") from exc
     os.close(fd)
     try:
         try:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from hitrate.engine import decode_tuning, native_gemv
 from hitrate.engine.runner import TransformersEngine
 
 DEFAULT_PROMPT = (
@@ -61,6 +62,7 @@ class VerifyReport:
     # (`engine.decode_tuning`); empty when nothing but the weights as stored could run
     step_layouts: list[dict] = field(default_factory=list)
     packed_weight_bytes: int = 0  # what every packed copy adds to the model's own weights
+    gemv_kernel_off_reason: str | None = None  # why `engine.native_gemv` was not among the layouts timed
     huge_page_weight_bytes: int = 0  # weights on transparent huge pages (`engine.huge_pages`)
     float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
     float32_top_token_agreement: float | None = None  # share of prompt positions with the same argmax
@@ -98,6 +100,8 @@ class VerifyReport:
             f"of weight copies in all; ms per step):",
             *(f"  {entry['rows']} row{'s' if entry['rows'] > 1 else ' '} {entry['layout']:<14} "
               + ", ".join(f"{name} {ms:.2f}" for name, ms in entry["step_ms"].items()) for entry in self.step_layouts),
+        ]) + ([] if self.gemv_kernel_off_reason is None else [
+            f"the engine's GEMV kernel was not timed: {self.gemv_kernel_off_reason}",
         ]) + ([] if self.float32_max_logit_diff is None else [
             f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
             f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
@@ -175,9 +179,18 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
         step_layouts=[{"rows": rows, "layout": layout, "step_ms": engine.step_layouts.step_ms[rows]}
                       for rows, layout in sorted(engine.step_layouts.chosen.items())],
         packed_weight_bytes=engine.packed_weight_bytes,
+        gemv_kernel_off_reason=_gemv_kernel_off_reason(engine),
         huge_page_weight_bytes=engine.huge_page_bytes,
         **against,
     )
+
+
+def _gemv_kernel_off_reason(engine: TransformersEngine) -> str | None:
+    """Where layouts were timed without the engine's own kernel: why it could not be built."""
+    timed = engine.step_layouts.step_ms
+    if not timed or any(decode_tuning.GEMV_KERNEL in times for times in timed.values()):
+        return None
+    return native_gemv.unavailable_reason() or "its copies did not fit `batch_pack_bytes` or disagreed with the weights"
 
 
 def against_float32(engine: TransformersEngine, reference: TransformersEngine, ids: list[int]) -> dict:

@@ -97,3 +97,12 @@ def test_a_compiler_that_fails_leaves_no_library_and_says_why(fresh_kernel, tmp_
     assert native_gemv.unavailable_reason() == (
         f"{failing} could not build the kernel: error: unsupported option -fopenmp")
     assert not list(fresh_kernel.iterdir())  # neither a library nor a partial one
+
+
+@needs_compiler
+def test_a_cache_folder_that_cannot_be_written_means_no_kernel_and_says_where(fresh_kernel, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(native_gemv.ENV_CACHE, str(blocker / "kernels"))
+    assert native_gemv.load() is None
+    assert native_gemv.unavailable_reason().startswith(f"cannot write the kernel to {blocker / 'kernels'}")

@@ -4,6 +4,8 @@ bytes per token, checked against independent counts."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hitrate.engine import cpu_linear, huge_pages
+from hitrate.engine import cpu_linear, decode_tuning, huge_pages
 from hitrate.engine.runner import TransformersEngine
 from hitrate.engine.verify import verify
 
@@ -72,6 +74,12 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
             assert {"as stored", "oneDNN"} <= set(entry["step_ms"])
         assert "decode step layouts, the fastest of those timed at load" in text
         assert "  4 rows " in text and "as stored" in text
+        if shutil.which("cc"):  # the engine's own kernel is timed too
+            assert all(decode_tuning.GEMV_KERNEL in entry["step_ms"] for entry in report["step_layouts"])
+            assert report["gemv_kernel_off_reason"] is None and "GEMV kernel was not timed" not in text
+        bare = subprocess.run([hitrate, "engine", "verify", str(tiny_llama_path)], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "CC": "no-such-cc"}).stdout
+        assert "the engine's GEMV kernel was not timed: no C compiler (no-such-cc is not on PATH)" in bare
     if huge_pages.huge_pages_available():  # the tiny model's 512 x 64 embedding is 128 KiB
         assert report["huge_page_weight_bytes"] >= 512 * 64 * 4
         assert f"weights on huge pages: {report['huge_page_weight_bytes'] / 2**20:,.1f} MiB" in text
