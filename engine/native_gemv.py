@@ -77,8 +77,12 @@ def _load() -> Kernel:
     library = _cache_dir() / f"packed_gemv-{_build_key(compiler)}.so"
     if not library.exists():
         _compile(compiler, library)
-    # torch is imported (this module imports it), so its OpenMP runtime is loaded: the library's
-    # `libgomp.so.1` resolves to it and both share one thread team.
+    return open_library(library)
+
+
+def open_library(library: Path) -> Kernel:
+    """Load a built kernel. torch is imported (this module imports it), so its OpenMP runtime is
+    loaded: the library's `libgomp.so.1` resolves to it and both share one thread team."""
     try:
         lib = ctypes.CDLL(str(library))
     except OSError as exc:
@@ -120,7 +124,7 @@ def _cpu_identity() -> str:
     return "\n".join(sorted({line for line in text.splitlines() if line.split(":")[0].strip() in wanted}))
 
 
-def _compile(compiler: str, library: Path) -> None:
+def _compile(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS) -> None:
     """Build into a temporary file, then rename: a load never sees a half-written library, and two
     processes building at once both end with a whole one."""
     try:
@@ -131,7 +135,7 @@ def _compile(compiler: str, library: Path) -> None:
     os.close(fd)
     try:
         try:
-            done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", partial], capture_output=True,
+            done = subprocess.run([compiler, *flags, str(SOURCE), "-o", partial], capture_output=True,
                                   text=True, timeout=_COMPILE_TIMEOUT_S)
         except (OSError, subprocess.SubprocessError) as exc:
             raise KernelUnavailable(f"{compiler} failed to run ({exc})") from exc

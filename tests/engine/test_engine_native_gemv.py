@@ -4,6 +4,7 @@ cannot be built."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 
 import pytest
@@ -106,3 +107,24 @@ def test_a_cache_folder_that_cannot_be_written_means_no_kernel_and_says_where(fr
     monkeypatch.setenv(native_gemv.ENV_CACHE, str(blocker / "kernels"))
     assert native_gemv.load() is None
     assert native_gemv.unavailable_reason().startswith(f"cannot write the kernel to {blocker / 'kernels'}")
+
+
+@needs_compiler
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 instruction sets")
+@pytest.mark.parametrize("march", ["x86-64-v3", "x86-64"])  # AVX2 (8 lanes, groups of 4 rows); SSE2 only
+def test_the_kernel_built_for_a_machine_without_avx512_computes_the_same(tmp_path, march):
+    flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in native_gemv.FLAGS)
+    library = tmp_path / f"gemv-{march}.so"
+    native_gemv._compile(shutil.which("cc"), library, flags)
+    kernel = native_gemv.open_library(library)
+    assert kernel.lanes == 8
+    torch.manual_seed(3)
+    for out_features, in_features in [(37, 29), (640, 1024), (8, 5)]:
+        linear = nn.Linear(in_features, out_features)
+        product = native_gemv.PackedProduct(kernel, native_gemv.pack(linear.weight, kernel.lanes), out_features,
+                                            linear.bias)
+        with torch.inference_mode():
+            for rows in (1, 2, 3, 4, 5, 8, 9, 13):
+                x = torch.randn(rows, in_features)
+                want = linear(x)
+                assert float((product(x) - want).abs().max()) <= 1e-5 * max(float(want.abs().max()), 1.0)
