@@ -55,6 +55,8 @@ DEFAULT_BATCH_PACK_BYTES = 2 << 30
 # Packed products may round differently from the plain ones (another summation order); anything
 # past float32 rounding means the copy is wrong.
 _PACKED_TOLERANCE = 1e-5
+# The same for bfloat16 products: a few units in the last place of bfloat16 (2^-8 relative).
+_BF16_TOLERANCE = 2e-2
 # Up to this many rows MKL's path is as fast as or faster than the packed one.
 _MKL_MAX_ROWS = 2
 
@@ -120,9 +122,9 @@ def _packed_products(linear: nn.Module, sizes: list[int]) -> dict[int, Product]:
 
 
 def _relative_diff(product: Product, linear: nn.Module, rows: int, generator: torch.Generator) -> float:
-    x = torch.randn(rows, linear.weight.shape[1], generator=generator)
-    plain = linear(x)
-    return float((product(x) - plain).abs().max()) / max(float(plain.abs().max()), 1e-30)
+    x = torch.randn(rows, linear.weight.shape[1], generator=generator).to(linear.weight.dtype)
+    plain = linear(x).float()
+    return float((product(x).float() - plain).abs().max()) / max(float(plain.abs().max()), 1e-30)
 
 
 def _float32_cpu_matrices(linears: list[nn.Module]) -> bool:
@@ -132,13 +134,15 @@ def _float32_cpu_matrices(linears: list[nn.Module]) -> bool:
         w.dtype == torch.float32 and w.device.type == "cpu" and w.dim() == 2 for w in (lin.weight for lin in linears))
 
 
-def _agree(products: list[Product], linears: list[nn.Module], rows: list[int] | tuple[int, ...]) -> bool:
-    """Whether each product gives its linear's output to float32 rounding (another summation
-    order) on a probe of each of `rows` rows: a copy that does not is wrong, and none is used."""
+def _agree(products: list[Product], linears: list[nn.Module], rows: list[int] | tuple[int, ...],
+           tolerance: float = _PACKED_TOLERANCE) -> bool:
+    """Whether each product gives its linear's output to rounding (float32's by default: another
+    summation order) on a probe of each of `rows` rows: a copy that does not is wrong, and none
+    is used."""
     probe = torch.Generator().manual_seed(0)
     with torch.inference_mode():
         return max(_relative_diff(found, lin, n, probe)
-                   for found, lin in zip(products, linears) for n in rows) <= _PACKED_TOLERANCE
+                   for found, lin in zip(products, linears) for n in rows) <= tolerance
 
 
 def pack_for_batch_sizes(linears: list[nn.Module], sizes: list[int], budget_bytes: int) -> tuple[dict[int, list[Product]], int]:
@@ -194,14 +198,18 @@ def onednn_products(linears: list[nn.Module], batch_hint: int, budget_bytes: int
 
 
 def packed_gemv_products(linears: list[nn.Module], budget_bytes: int) -> tuple[list[Product], int]:
-    """Float32 products of `linears` on copies in `engine.native_gemv`'s packed layout, one copy
-    serving every row count (tied weights share one). Returns one product per linear and the
-    bytes of the copies; none when they exceed `budget_bytes`, the kernel cannot be built here
-    (`native_gemv.unavailable_reason`), or a product disagrees with its linear on a probe. The
-    copies go on huge pages (`engine.huge_pages`)."""
-    if not all(isinstance(lin, nn.Linear) for lin in linears) or not _float32_cpu_matrices(linears):
+    """Products of `linears` (float32, or bfloat16, all alike) on copies in `engine.native_gemv`'s
+    packed layout, one copy serving every row count (tied weights share one). Returns one product
+    per linear and the bytes of the copies; none when they exceed `budget_bytes`, the kernel
+    cannot be built here (`native_gemv.unavailable_reason`), or a product disagrees with its
+    linear on a probe. The copies go on huge pages (`engine.huge_pages`)."""
+    if not linears or not all(isinstance(lin, nn.Linear) for lin in linears):
         return [], 0
-    kernel = native_gemv.load()
+    dtypes = {lin.weight.dtype for lin in linears}
+    if len(dtypes) != 1 or not all(lin.weight.device.type == "cpu" and lin.weight.dim() == 2 for lin in linears):
+        return [], 0
+    dtype = dtypes.pop()
+    kernel = native_gemv.load(dtype) if dtype in native_gemv.WEIGHT_DTYPES else None
     if kernel is None:
         return [], 0
     unique = {id(lin.weight): lin.weight for lin in linears}
@@ -212,7 +220,8 @@ def packed_gemv_products(linears: list[nn.Module], budget_bytes: int) -> tuple[l
     huge_pages.move_to_huge_pages(packs.values())
     products = [native_gemv.PackedProduct(kernel, packs[id(lin.weight)], lin.out_features, lin.bias)
                 for lin in linears]
-    if not _agree(products, linears, (1, 2, 3, 8, 9)):
+    # bfloat16: both round their float32 sums to bfloat16 (2^-8 relative), from other orders.
+    if not _agree(products, linears, (1, 2, 3, 8, 9), _BF16_TOLERANCE if dtype == torch.bfloat16 else _PACKED_TOLERANCE):
         return [], 0
     return products, size
 

@@ -9,8 +9,10 @@ Gemma 3 270M float32 decode step (72 layer matrices and the 262k x 640 head) at 
 66 ms, this kernel 12.4 and 20.0 ms (32-33 GB/s); at 8 rows oneDNN 19.7 + 27.5 ms, this kernel
 14.2 + 22.3. llama.cpp ships its own CPU kernels for the same reason.
 
-The kernel is one more candidate of `engine.decode_tuning`, timed against the others at load, so
-a machine where it is slower does not use it. Where there is no C compiler (or it cannot build
+It is built for float32 weights and for bfloat16 ones (half the bytes to stream, widened to
+float32 as they load; `--dtype bfloat16`). Either build is one more candidate of
+`engine.decode_tuning`, timed against the others at load, so a machine where it is slower does
+not use it. Where there is no C compiler (or it cannot build
 OpenMP code, as Apple's clang) it is not a candidate and `unavailable_reason()` says why. The
 built library is cached by a hash of the source, the compiler and the CPU, so a load after the
 first takes no compile.
@@ -40,47 +42,57 @@ ENV_CACHE = "HITRATE_KERNEL_CACHE"
 _COMPILE_TIMEOUT_S = 120
 
 
+# The weight dtypes the kernel is built for, and the flags that select each build.
+WEIGHT_DTYPES = {torch.float32: (), torch.bfloat16: ("-DWEIGHTS_BF16",)}
+
+
 @dataclass(frozen=True)
 class Kernel:
-    """The loaded library and the number of outputs side by side in its packed layout."""
+    """The loaded library, the number of outputs side by side in its packed layout and the dtype
+    of the weights it reads."""
 
     lib: ctypes.CDLL
     lanes: int
+    dtype: torch.dtype = torch.float32
 
 
 class KernelUnavailable(Exception):
     """The kernel could not be built or loaded on this machine; the message says why."""
 
 
-def load() -> Kernel | None:
-    """The kernel, built on first use; None when it cannot be (`unavailable_reason` says why)."""
+def load(dtype: torch.dtype = torch.float32) -> Kernel | None:
+    """The kernel for weights of `dtype`, built on first use; None when it cannot be
+    (`unavailable_reason` says why)."""
     try:
-        return _load()
+        return _load(dtype)
     except KernelUnavailable:
         return None
 
 
-def unavailable_reason() -> str | None:
-    """Why `load()` returns None; None when the kernel is available."""
+def unavailable_reason(dtype: torch.dtype = torch.float32) -> str | None:
+    """Why `load(dtype)` returns None; None when the kernel is available."""
     try:
-        _load()
+        _load(dtype)
     except KernelUnavailable as exc:
         return str(exc)
     return None
 
 
 @functools.cache
-def _load() -> Kernel:
+def _load(dtype: torch.dtype) -> Kernel:
+    if dtype not in WEIGHT_DTYPES:
+        raise KernelUnavailable(f"no build for {dtype} weights (only {', '.join(map(str, WEIGHT_DTYPES))})")
     compiler = shutil.which(os.environ.get(ENV_COMPILER) or "cc")
     if compiler is None:
         raise KernelUnavailable(f"no C compiler ({os.environ.get(ENV_COMPILER) or 'cc'} is not on PATH)")
-    library = _cache_dir() / f"packed_gemv-{_build_key(compiler)}.so"
+    flags = FLAGS + WEIGHT_DTYPES[dtype]
+    library = _cache_dir() / f"packed_gemv-{str(dtype).removeprefix('torch.')}-{_build_key(compiler, flags)}.so"
     if not library.exists():
-        _compile(compiler, library)
-    return open_library(library)
+        _compile(compiler, library, flags)
+    return open_library(library, dtype)
 
 
-def open_library(library: Path) -> Kernel:
+def open_library(library: Path, dtype: torch.dtype = torch.float32) -> Kernel:
     """Load a built kernel. torch is imported (this module imports it), so its OpenMP runtime is
     loaded: the library's `libgomp.so.1` resolves to it and both share one thread team."""
     try:
@@ -91,7 +103,7 @@ def open_library(library: Path) -> Kernel:
     lib.hitrate_gemv.argtypes = [pointer, pointer, pointer, pointer, integer, integer, integer, integer, pointer]
     lib.hitrate_gemv.restype = None
     lib.hitrate_gemv_lanes.restype = integer
-    return Kernel(lib, int(lib.hitrate_gemv_lanes()))
+    return Kernel(lib, int(lib.hitrate_gemv_lanes()), dtype)
 
 
 def _cache_dir() -> Path:
@@ -99,7 +111,7 @@ def _cache_dir() -> Path:
     return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("hitrate", appauthor=False)) / "kernels"
 
 
-def _build_key(compiler: str) -> str:
+def _build_key(compiler: str, flags: tuple[str, ...]) -> str:
     """Source, flags, compiler and CPU: a library built for another CPU (-march=native) or by
     another compiler is not reused."""
     try:
@@ -107,7 +119,7 @@ def _build_key(compiler: str) -> str:
     except (OSError, subprocess.SubprocessError) as exc:
         raise KernelUnavailable(f"the C compiler {compiler} does not run ({exc})") from exc
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), compiler.encode(), version.encode(),
+    for part in (SOURCE.read_bytes(), " ".join(flags).encode(), compiler.encode(), version.encode(),
                  platform.machine().encode(), _cpu_identity().encode(), torch.__version__.encode()):
         digest.update(part)
         digest.update(b"\0")
@@ -149,11 +161,12 @@ def _compile(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS) -> No
 
 
 def pack(weight: torch.Tensor, lanes: int) -> torch.Tensor:
-    """`weight` `[out, in]` in the kernel's layout `[blocks, in, lanes]` (outputs past `out` zero)."""
+    """`weight` `[out, in]` in the kernel's layout `[blocks, in, lanes]` (outputs past `out`
+    zero), in the weight's dtype."""
     out, inner = weight.shape
     blocks = -(-out // lanes)
     with torch.no_grad():
-        padded = torch.zeros(blocks * lanes, inner, dtype=torch.float32)
+        padded = torch.zeros(blocks * lanes, inner, dtype=weight.dtype)
         padded[:out] = weight.detach()
         return padded.view(blocks, lanes, inner).transpose(1, 2).contiguous()
 
@@ -161,29 +174,33 @@ def pack(weight: torch.Tensor, lanes: int) -> torch.Tensor:
 def packed_nbytes(weight: torch.Tensor, lanes: int) -> int:
     """The bytes of `pack(weight, lanes)`."""
     out, inner = weight.shape
-    return -(-out // lanes) * lanes * inner * 4
+    return -(-out // lanes) * lanes * inner * weight.element_size()
 
 
 class PackedProduct:
-    """`x -> x @ weight.T + bias` for a 2-D float32 `x` of any number of rows, on `packed`
-    (`pack(weight)`, which tied weights share)."""
+    """`x -> x @ weight.T + bias` for a 2-D `x` of any number of rows, on `packed` (`pack(weight)`,
+    which tied weights share), in `x`'s dtype (float32 or bfloat16; the kernel computes in
+    float32)."""
 
     __slots__ = ("_run", "packed", "bias", "in_features", "out_features")
 
     def __init__(self, kernel: Kernel, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None) -> None:
+        if packed.dtype != kernel.dtype:
+            raise ValueError(f"weights packed as {packed.dtype} for a kernel built for {kernel.dtype}")
         self._run = kernel.lib.hitrate_gemv
         self.packed = packed
         self.in_features, self.out_features = packed.shape[1], out_features
         self.bias = None if bias is None else bias.detach().float().contiguous()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.float32 or x.dim() != 2 or x.shape[1] != self.in_features:
-            raise ValueError(f"expected float32 [rows, {self.in_features}], got {x.dtype} {tuple(x.shape)}")
-        x = x.contiguous()
+        if x.dtype not in WEIGHT_DTYPES or x.dim() != 2 or x.shape[1] != self.in_features:
+            raise ValueError(f"expected float32 or bfloat16 [rows, {self.in_features}], got {x.dtype} {tuple(x.shape)}")
+        dtype = x.dtype
+        x = x.float().contiguous()  # bfloat16 rows widen exactly
         rows = x.shape[0]
         y = torch.empty(rows, self.out_features)
         scratch = torch.empty(rows * self.in_features) if rows > 1 else x  # the kernel's transposed rows
         self._run(x.data_ptr(), self.packed.data_ptr(), None if self.bias is None else self.bias.data_ptr(),
                   y.data_ptr(), rows, self.in_features, self.out_features, torch.get_num_threads(),
                   scratch.data_ptr())
-        return y
+        return y if dtype == torch.float32 else y.to(dtype)

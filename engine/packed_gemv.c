@@ -7,7 +7,8 @@
    memory once whatever the number of rows (the rows of a group reuse a block from L1).
 
    Built at load by `engine.native_gemv` with the machine's C compiler (-O3 -march=native
-   -fopenmp); GCC's vector extensions lower `vec` to AVX-512, AVX2 or NEON registers. The
+   -fopenmp), once for float32 weights and once with -DWEIGHTS_BF16 for bfloat16 ones; GCC's
+   vector extensions lower `vec` to AVX-512, AVX2 or NEON registers. x, bias and y are float32. The
    OpenMP runtime is the one torch already loaded (the same soname), so its threads serve both. */
 
 #include <omp.h>
@@ -24,16 +25,33 @@
 
 typedef float vec __attribute__((vector_size(LANES * sizeof(float))));
 
-static inline vec load(const float *p) {
+#ifdef WEIGHTS_BF16
+/* bfloat16 weights (half the bytes to stream), widened to float32 as they load: a bfloat16 is
+   the top half of a float32, so widening is a shift; products and sums stay float32. */
+typedef unsigned short weight_t;
+typedef unsigned short halves __attribute__((vector_size(LANES * sizeof(unsigned short))));
+typedef unsigned int words __attribute__((vector_size(LANES * sizeof(unsigned int))));
+static inline vec load(const weight_t *p) {
+  halves h;
+  memcpy(&h, p, sizeof h);
+  words w = __builtin_convertvector(h, words) << 16;
+  vec v;
+  memcpy(&v, &w, sizeof v);
+  return v;
+}
+#else
+typedef float weight_t;
+static inline vec load(const weight_t *p) {
   vec v;
   memcpy(&v, p, sizeof v); /* unaligned-safe; compiles to one vector load */
   return v;
 }
+#endif
 
 static inline void store(float *y, vec v, int n) { memcpy(y, &v, (size_t)n * sizeof(float)); }
 
 /* One row: four partial sums over the inputs, so four FMA chains run side by side. */
-static void one_row(const float *restrict x, const float *restrict block, float *restrict y, int in, int n) {
+static void one_row(const float *restrict x, const weight_t *restrict block, float *restrict y, int in, int n) {
   vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
   int i = 0;
   for (; i + 4 <= in; i += 4) {
@@ -49,8 +67,8 @@ static void one_row(const float *restrict x, const float *restrict block, float 
 /* M rows (2..GROUP) against two blocks (`second` may be NULL): xt holds the rows transposed,
    [in][M], so each input's M values are adjacent. */
 #define ROWS_KERNEL(M)                                                                           \
-  static void rows_##M(const float *restrict xt, const float *restrict first,                  \
-                       const float *restrict second, float *restrict y, int in, int out, int n, \
+  static void rows_##M(const float *restrict xt, const weight_t *restrict first,               \
+                       const weight_t *restrict second, float *restrict y, int in, int out, int n, \
                        int n2) {                                                                 \
     vec a[M] = {{0}}, b[M] = {{0}};                                                              \
     if (second) {                                                                                \
@@ -85,7 +103,7 @@ ROWS_KERNEL(7)
 ROWS_KERNEL(8)
 #endif
 
-typedef void (*rows_kernel)(const float *, const float *, const float *, float *, int, int, int, int);
+typedef void (*rows_kernel)(const float *, const weight_t *, const weight_t *, float *, int, int, int, int);
 static const rows_kernel KERNELS[GROUP + 1] = {
     0, 0, rows_2, rows_3, rows_4,
 #if GROUP > 4
@@ -96,7 +114,7 @@ static const rows_kernel KERNELS[GROUP + 1] = {
 int hitrate_gemv_lanes(void) { return LANES; }
 
 /* xt: scratch of rows * in floats (unused for one row). threads: the OpenMP team size. */
-void hitrate_gemv(const float *x, const float *packed, const float *bias, float *y, int rows, int in, int out,
+void hitrate_gemv(const float *x, const weight_t *packed, const float *bias, float *y, int rows, int in, int out,
                   int threads, float *xt) {
   int blocks = (out + LANES - 1) / LANES;
   for (int r = 0; rows > 1 && r < rows; r += GROUP) { /* each group transposed at xt + r * in */
@@ -110,8 +128,8 @@ void hitrate_gemv(const float *x, const float *packed, const float *bias, float 
     int lo = (int)((long)blocks * t / team), hi = (int)((long)blocks * (t + 1) / team);
     for (int b = lo; b < hi; b += 2) {
       int o = b * LANES, n = out - o < LANES ? out - o : LANES;
-      const float *first = packed + (size_t)b * in * LANES;
-      const float *second = b + 1 < hi ? first + (size_t)in * LANES : NULL;
+      const weight_t *first = packed + (size_t)b * in * LANES;
+      const weight_t *second = b + 1 < hi ? first + (size_t)in * LANES : NULL;
       int n2 = second ? (out - o - LANES < LANES ? out - o - LANES : LANES) : 0;
       for (int r = 0; r < rows; r += GROUP) {
         int m = rows - r < GROUP ? rows - r : GROUP;

@@ -45,6 +45,25 @@ def test_products_equal_the_linear_for_every_row_count(out_features, in_features
 
 
 @needs_compiler
+def test_bfloat16_weights_stream_at_half_the_bytes_and_round_as_the_linear():
+    torch.manual_seed(2)
+    linears = [nn.Linear(640, 1536, bias=False).to(torch.bfloat16), nn.Linear(2048, 640).to(torch.bfloat16)]
+    products, nbytes = cpu_linear.packed_gemv_products(linears, 1 << 30)
+    assert len(products) == 2 and products[0].packed.dtype == torch.bfloat16
+    assert nbytes == sum(lin.weight.numel() * 2 for lin in linears)
+    with torch.inference_mode():
+        for rows in (1, 2, 5, 8, 11):
+            for product, linear in zip(products, linears):
+                x = torch.randn(rows, linear.in_features).to(torch.bfloat16)
+                got, want = product(x), linear(x)
+                assert got.dtype == torch.bfloat16
+                # Both sum in float32 and round to bfloat16: a unit or two of its last place apart.
+                exact = x.float() @ linear.weight.float().T + (0 if linear.bias is None else linear.bias.float())
+                assert float((got.float() - exact).abs().max()) <= 2 ** -7 * float(exact.abs().max())
+                assert float((got.float() - want.float()).abs().max()) <= 2 ** -6 * float(want.float().abs().max())
+
+
+@needs_compiler
 def test_tied_weights_share_one_copy_and_a_transposed_weight_packs_as_its_values():
     torch.manual_seed(1)
     embedding = nn.Embedding(300, 64)
@@ -65,9 +84,11 @@ def test_tied_weights_share_one_copy_and_a_transposed_weight_packs_as_its_values
 def test_the_budget_and_the_weights_decide_what_is_copied():
     linear = nn.Linear(32, 48)
     assert cpu_linear.packed_gemv_products([linear], 100) == ([], 0)  # over the budget
-    assert cpu_linear.packed_gemv_products([linear.to(torch.bfloat16)], 1 << 30) == ([], 0)  # float32 only
+    assert cpu_linear.packed_gemv_products([nn.Linear(32, 48).half()], 1 << 30) == ([], 0)  # no float16 build
+    mixed = [nn.Linear(32, 48), nn.Linear(32, 48).to(torch.bfloat16)]
+    assert cpu_linear.packed_gemv_products(mixed, 1 << 30) == ([], 0)  # one dtype at a time
     product = cpu_linear.packed_gemv_products([nn.Linear(32, 48)], 1 << 30)[0][0]
-    with pytest.raises(ValueError, match=r"float32 \[rows, 32\]"):
+    with pytest.raises(ValueError, match=r"float32 or bfloat16 \[rows, 32\]"):
         product(torch.randn(2, 31))
 
 
