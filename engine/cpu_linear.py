@@ -213,12 +213,12 @@ def packed_gemv_products(linears: list[nn.Module], budget_bytes: int) -> tuple[l
     if kernel is None:
         return [], 0
     unique = {id(lin.weight): lin.weight for lin in linears}
-    size = sum(native_gemv.packed_nbytes(w, kernel.lanes) for w in unique.values())
+    size = sum(native_gemv.packed_nbytes(w, kernel) for w in unique.values())
     if size > budget_bytes:
         return [], 0
-    packs = {key: native_gemv.pack(w, kernel.lanes) for key, w in unique.items()}
+    packs = {key: native_gemv.pack(w, kernel) for key, w in unique.items()}
     huge_pages.move_to_huge_pages(packs.values())
-    products = [native_gemv.PackedProduct(kernel, packs[id(lin.weight)], lin.out_features, lin.bias)
+    products = [native_gemv.PackedProduct(kernel, packs[id(lin.weight)], lin.in_features, lin.out_features, lin.bias)
                 for lin in linears]
     # bfloat16: both round their float32 sums to bfloat16 (2^-8 relative), from other orders.
     if not _agree(products, linears, (1, 2, 3, 8, 9), _BF16_TOLERANCE if dtype == torch.bfloat16 else _PACKED_TOLERANCE):

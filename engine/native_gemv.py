@@ -9,8 +9,10 @@ Gemma 3 270M float32 decode step (72 layer matrices and the 262k x 640 head) at 
 66 ms, this kernel 12.4 and 20.0 ms (32-33 GB/s); at 8 rows oneDNN 19.7 + 27.5 ms, this kernel
 14.2 + 22.3. llama.cpp ships its own CPU kernels for the same reason.
 
-It is built for float32 weights and for bfloat16 ones (half the bytes to stream, widened to
-float32 as they load; `--dtype bfloat16`). Either build is one more candidate of
+It is built for float32 weights and for bfloat16 ones (half the bytes to stream; `--dtype
+bfloat16`): with AVX512-BF16 each lane takes a pair of inputs per instruction (`vdpbf16ps`; on
+Gemma 3's matrices 20.3 ms against 24.8 widening at 2 rows, 24.3 against 35.0 at 8, the same
+12.8 at one row), elsewhere the weights are widened to float32 as they load. Either build is one more candidate of
 `engine.decode_tuning`, timed against the others at load, so a machine where it is slower does
 not use it. Where there is no C compiler (or it cannot build
 OpenMP code, as Apple's clang) it is not a candidate and `unavailable_reason()` says why. The
@@ -48,12 +50,13 @@ WEIGHT_DTYPES = {torch.float32: (), torch.bfloat16: ("-DWEIGHTS_BF16",)}
 
 @dataclass(frozen=True)
 class Kernel:
-    """The loaded library, the number of outputs side by side in its packed layout and the dtype
-    of the weights it reads."""
+    """The loaded library, its packed layout (`lanes` outputs side by side, `depth` inputs per
+    lane and step: 2 where AVX512-BF16 takes bfloat16 pairs) and the dtype of the weights it reads."""
 
     lib: ctypes.CDLL
     lanes: int
     dtype: torch.dtype = torch.float32
+    depth: int = 1
 
 
 class KernelUnavailable(Exception):
@@ -103,7 +106,8 @@ def open_library(library: Path, dtype: torch.dtype = torch.float32) -> Kernel:
     lib.hitrate_gemv.argtypes = [pointer, pointer, pointer, pointer, integer, integer, integer, integer, pointer]
     lib.hitrate_gemv.restype = None
     lib.hitrate_gemv_lanes.restype = integer
-    return Kernel(lib, int(lib.hitrate_gemv_lanes()), dtype)
+    lib.hitrate_gemv_depth.restype = integer
+    return Kernel(lib, int(lib.hitrate_gemv_lanes()), dtype, int(lib.hitrate_gemv_depth()))
 
 
 def _cache_dir() -> Path:
@@ -160,21 +164,22 @@ def _compile(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS) -> No
             os.unlink(partial)
 
 
-def pack(weight: torch.Tensor, lanes: int) -> torch.Tensor:
-    """`weight` `[out, in]` in the kernel's layout `[blocks, in, lanes]` (outputs past `out`
+def pack(weight: torch.Tensor, kernel: Kernel) -> torch.Tensor:
+    """`weight` `[out, in]` in `kernel`'s layout `[blocks, steps, lanes, depth]`: for each block of
+    `lanes` outputs, each step's `depth` inputs side by side (outputs and inputs past the matrix
     zero), in the weight's dtype."""
     out, inner = weight.shape
-    blocks = -(-out // lanes)
+    blocks, steps = -(-out // kernel.lanes), -(-inner // kernel.depth)
     with torch.no_grad():
-        padded = torch.zeros(blocks * lanes, inner, dtype=weight.dtype)
-        padded[:out] = weight.detach()
-        return padded.view(blocks, lanes, inner).transpose(1, 2).contiguous()
+        padded = torch.zeros(blocks * kernel.lanes, steps * kernel.depth, dtype=weight.dtype)
+        padded[:out, :inner] = weight.detach()
+        return padded.view(blocks, kernel.lanes, steps, kernel.depth).permute(0, 2, 1, 3).contiguous()
 
 
-def packed_nbytes(weight: torch.Tensor, lanes: int) -> int:
-    """The bytes of `pack(weight, lanes)`."""
+def packed_nbytes(weight: torch.Tensor, kernel: Kernel) -> int:
+    """The bytes of `pack(weight, kernel)`."""
     out, inner = weight.shape
-    return -(-out // lanes) * lanes * inner * weight.element_size()
+    return -(-out // kernel.lanes) * kernel.lanes * -(-inner // kernel.depth) * kernel.depth * weight.element_size()
 
 
 class PackedProduct:
@@ -184,12 +189,13 @@ class PackedProduct:
 
     __slots__ = ("_run", "packed", "bias", "in_features", "out_features")
 
-    def __init__(self, kernel: Kernel, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None) -> None:
+    def __init__(self, kernel: Kernel, packed: torch.Tensor, in_features: int, out_features: int,
+                 bias: torch.Tensor | None) -> None:
         if packed.dtype != kernel.dtype:
             raise ValueError(f"weights packed as {packed.dtype} for a kernel built for {kernel.dtype}")
         self._run = kernel.lib.hitrate_gemv
         self.packed = packed
-        self.in_features, self.out_features = packed.shape[1], out_features
+        self.in_features, self.out_features = in_features, out_features
         self.bias = None if bias is None else bias.detach().float().contiguous()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -199,7 +205,7 @@ class PackedProduct:
         x = x.float().contiguous()  # bfloat16 rows widen exactly
         rows = x.shape[0]
         y = torch.empty(rows, self.out_features)
-        scratch = torch.empty(rows * self.in_features) if rows > 1 else x  # the kernel's transposed rows
+        scratch = torch.empty(rows * (self.in_features + 1))  # the kernel's rows, transposed or paired
         self._run(x.data_ptr(), self.packed.data_ptr(), None if self.bias is None else self.bias.data_ptr(),
                   y.data_ptr(), rows, self.in_features, self.out_features, torch.get_num_threads(),
                   scratch.data_ptr())

@@ -25,6 +25,31 @@
 
 typedef float vec __attribute__((vector_size(LANES * sizeof(float))));
 
+#if defined(WEIGHTS_BF16) && defined(__AVX512BF16__) && LANES == 16
+/* bfloat16 with AVX512-BF16: each lane takes two inputs per instruction (`vdpbf16ps`), so the
+   blocks hold input pairs: [blocks][ceil(in / 2)][LANES][2], and the rows' inputs go in as
+   bfloat16 pairs (exact: the engine's bfloat16 activations, widened on the way in). */
+#include <immintrin.h>
+#define DEPTH 2
+typedef unsigned short weight_t;
+typedef unsigned int xval_t; /* two bfloat16 inputs */
+static inline vec step(vec acc, const weight_t *w, xval_t xv) {
+  __m512i raw = _mm512_loadu_si512((const void *)w);
+  return (vec)_mm512_dpbf16_ps((__m512)acc, (__m512bh)raw, (__m512bh)_mm512_set1_epi32((int)xv));
+}
+static inline unsigned int bf16_bits(float f) {
+  unsigned int u;
+  memcpy(&u, &f, sizeof u);
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16; /* round to nearest even (exact for bfloat16 inputs) */
+}
+static inline xval_t x_at(const float *x, int in, int i) { /* inputs 2i and 2i + 1, zero past the end */
+  unsigned int lo = bf16_bits(x[2 * i]), hi = 2 * i + 1 < in ? bf16_bits(x[2 * i + 1]) : 0u;
+  return lo | (hi << 16);
+}
+#define PAIRS 1
+#else
+#define DEPTH 1
+#define PAIRS 0
 #ifdef WEIGHTS_BF16
 /* bfloat16 weights (half the bytes to stream), widened to float32 as they load: a bfloat16 is
    the top half of a float32, so widening is a shift; products and sums stay float32. */
@@ -47,44 +72,48 @@ static inline vec load(const weight_t *p) {
   return v;
 }
 #endif
+typedef float xval_t;
+static inline vec step(vec acc, const weight_t *w, xval_t xv) { return acc + load(w) * xv; }
+static inline xval_t x_at(const float *x, int in, int i) { (void)in; return x[i]; }
+#endif
+
+#define STRIDE (LANES * DEPTH) /* weight elements per step of a block */
 
 static inline void store(float *y, vec v, int n) { memcpy(y, &v, (size_t)n * sizeof(float)); }
 
-/* One row: four partial sums over the inputs, so four FMA chains run side by side. */
-static void one_row(const float *restrict x, const weight_t *restrict block, float *restrict y, int in, int n) {
+/* One row (`xs`: its `steps` input values): four partial sums, so four chains run side by side. */
+static void one_row(const xval_t *restrict xs, const weight_t *restrict block, float *restrict y, int steps, int n) {
   vec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
   int i = 0;
-  for (; i + 4 <= in; i += 4) {
-    a0 += load(block + (size_t)i * LANES) * x[i];
-    a1 += load(block + (size_t)(i + 1) * LANES) * x[i + 1];
-    a2 += load(block + (size_t)(i + 2) * LANES) * x[i + 2];
-    a3 += load(block + (size_t)(i + 3) * LANES) * x[i + 3];
+  for (; i + 4 <= steps; i += 4) {
+    a0 = step(a0, block + (size_t)i * STRIDE, xs[i]);
+    a1 = step(a1, block + (size_t)(i + 1) * STRIDE, xs[i + 1]);
+    a2 = step(a2, block + (size_t)(i + 2) * STRIDE, xs[i + 2]);
+    a3 = step(a3, block + (size_t)(i + 3) * STRIDE, xs[i + 3]);
   }
-  for (; i < in; i++) a0 += load(block + (size_t)i * LANES) * x[i];
+  for (; i < steps; i++) a0 = step(a0, block + (size_t)i * STRIDE, xs[i]);
   store(y, (a0 + a1) + (a2 + a3), n);
 }
 
-/* M rows (2..GROUP) against two blocks (`second` may be NULL): xt holds the rows transposed,
-   [in][M], so each input's M values are adjacent. */
+/* M rows (2..GROUP) against two blocks (`second` may be NULL): xt holds the rows' input values
+   transposed, [steps][M], so each step's M values are adjacent. */
 #define ROWS_KERNEL(M)                                                                           \
-  static void rows_##M(const float *restrict xt, const weight_t *restrict first,               \
-                       const weight_t *restrict second, float *restrict y, int in, int out, int n, \
-                       int n2) {                                                                 \
+  static void rows_##M(const xval_t *restrict xt, const weight_t *restrict first,              \
+                       const weight_t *restrict second, float *restrict y, int steps, int out,  \
+                       int n, int n2) {                                                          \
     vec a[M] = {{0}}, b[M] = {{0}};                                                              \
     if (second) {                                                                                \
-      for (int i = 0; i < in; i++) {                                                             \
-        vec w = load(first + (size_t)i * LANES), w2 = load(second + (size_t)i * LANES);          \
-        const float *xi = xt + (size_t)i * M;                                                    \
+      for (int i = 0; i < steps; i++) {                                                          \
+        const xval_t *xi = xt + (size_t)i * M;                                                   \
         for (int k = 0; k < M; k++) {                                                            \
-          a[k] += w * xi[k];                                                                     \
-          b[k] += w2 * xi[k];                                                                    \
+          a[k] = step(a[k], first + (size_t)i * STRIDE, xi[k]);                                  \
+          b[k] = step(b[k], second + (size_t)i * STRIDE, xi[k]);                                 \
         }                                                                                        \
       }                                                                                          \
     } else {                                                                                     \
-      for (int i = 0; i < in; i++) {                                                             \
-        vec w = load(first + (size_t)i * LANES);                                                 \
-        const float *xi = xt + (size_t)i * M;                                                    \
-        for (int k = 0; k < M; k++) a[k] += w * xi[k];                                           \
+      for (int i = 0; i < steps; i++) {                                                          \
+        const xval_t *xi = xt + (size_t)i * M;                                                   \
+        for (int k = 0; k < M; k++) a[k] = step(a[k], first + (size_t)i * STRIDE, xi[k]);       \
       }                                                                                          \
     }                                                                                            \
     for (int k = 0; k < M; k++) {                                                                \
@@ -103,7 +132,7 @@ ROWS_KERNEL(7)
 ROWS_KERNEL(8)
 #endif
 
-typedef void (*rows_kernel)(const float *, const weight_t *, const weight_t *, float *, int, int, int, int);
+typedef void (*rows_kernel)(const xval_t *, const weight_t *, const weight_t *, float *, int, int, int, int);
 static const rows_kernel KERNELS[GROUP + 1] = {
     0, 0, rows_2, rows_3, rows_4,
 #if GROUP > 4
@@ -113,14 +142,20 @@ static const rows_kernel KERNELS[GROUP + 1] = {
 
 int hitrate_gemv_lanes(void) { return LANES; }
 
-/* xt: scratch of rows * in floats (unused for one row). threads: the OpenMP team size. */
+/* Inputs per lane per step of a block: 2 where the blocks hold input pairs (AVX512-BF16). */
+int hitrate_gemv_depth(void) { return DEPTH; }
+
+/* xt: scratch of rows * (in + 1) floats. threads: the OpenMP team size. */
 void hitrate_gemv(const float *x, const weight_t *packed, const float *bias, float *y, int rows, int in, int out,
                   int threads, float *xt) {
-  int blocks = (out + LANES - 1) / LANES;
-  for (int r = 0; rows > 1 && r < rows; r += GROUP) { /* each group transposed at xt + r * in */
+  int blocks = (out + LANES - 1) / LANES, steps = (in + DEPTH - 1) / DEPTH;
+  xval_t *xs = (xval_t *)xt;
+  /* Each group of rows' input values at xs + r * steps: one row as it is, more transposed. */
+  for (int r = 0; r < rows; r += GROUP) {
     int m = rows - r < GROUP ? rows - r : GROUP;
+    if (m == 1 && !PAIRS) continue; /* read from x directly */
     for (int k = 0; k < m; k++)
-      for (int i = 0; i < in; i++) xt[(size_t)r * in + (size_t)i * m + k] = x[(size_t)(r + k) * in + i];
+      for (int i = 0; i < steps; i++) xs[(size_t)r * steps + (size_t)i * m + k] = x_at(x + (size_t)(r + k) * in, in, i);
   }
 #pragma omp parallel num_threads(threads)
   {
@@ -128,17 +163,18 @@ void hitrate_gemv(const float *x, const weight_t *packed, const float *bias, flo
     int lo = (int)((long)blocks * t / team), hi = (int)((long)blocks * (t + 1) / team);
     for (int b = lo; b < hi; b += 2) {
       int o = b * LANES, n = out - o < LANES ? out - o : LANES;
-      const weight_t *first = packed + (size_t)b * in * LANES;
-      const weight_t *second = b + 1 < hi ? first + (size_t)in * LANES : NULL;
+      const weight_t *first = packed + (size_t)b * steps * STRIDE;
+      const weight_t *second = b + 1 < hi ? first + (size_t)steps * STRIDE : NULL;
       int n2 = second ? (out - o - LANES < LANES ? out - o - LANES : LANES) : 0;
       for (int r = 0; r < rows; r += GROUP) {
         int m = rows - r < GROUP ? rows - r : GROUP;
         float *yr = y + (size_t)r * out + o;
         if (m == 1) {
-          one_row(x + (size_t)r * in, first, yr, in, n);
-          if (second) one_row(x + (size_t)r * in, second, yr + LANES, in, n2);
+          const xval_t *row = PAIRS ? xs + (size_t)r * steps : (const xval_t *)(x + (size_t)r * in);
+          one_row(row, first, yr, steps, n);
+          if (second) one_row(row, second, yr + LANES, steps, n2);
         } else {
-          KERNELS[m](xt + (size_t)r * in, first, second, yr, in, out, n, n2);
+          KERNELS[m](xs + (size_t)r * steps, first, second, yr, steps, out, n, n2);
         }
       }
       if (bias)

@@ -45,22 +45,27 @@ def test_products_equal_the_linear_for_every_row_count(out_features, in_features
 
 
 @needs_compiler
-def test_bfloat16_weights_stream_at_half_the_bytes_and_round_as_the_linear():
+@pytest.mark.parametrize(("out_features", "in_features", "bias"),
+                         [(1536, 640, False), (640, 2048, True), (37, 29, True), (5, 3, False)])
+def test_bfloat16_weights_stream_at_half_the_bytes_and_round_as_the_linear(out_features, in_features, bias):
     torch.manual_seed(2)
-    linears = [nn.Linear(640, 1536, bias=False).to(torch.bfloat16), nn.Linear(2048, 640).to(torch.bfloat16)]
-    products, nbytes = cpu_linear.packed_gemv_products(linears, 1 << 30)
-    assert len(products) == 2 and products[0].packed.dtype == torch.bfloat16
-    assert nbytes == sum(lin.weight.numel() * 2 for lin in linears)
+    linear = nn.Linear(in_features, out_features, bias=bias).to(torch.bfloat16)
+    products, nbytes = cpu_linear.packed_gemv_products([linear], 1 << 30)
+    kernel = native_gemv.load(torch.bfloat16)
+    assert len(products) == 1 and products[0].packed.dtype == torch.bfloat16
+    # Half float32's bytes; where the CPU has AVX512-BF16 the blocks hold input pairs (odd
+    # inputs padded to a pair).
+    assert nbytes == native_gemv.packed_nbytes(linear.weight, kernel)
+    assert nbytes == -(-out_features // kernel.lanes) * kernel.lanes * -(-in_features // kernel.depth) * kernel.depth * 2
     with torch.inference_mode():
-        for rows in (1, 2, 5, 8, 11):
-            for product, linear in zip(products, linears):
-                x = torch.randn(rows, linear.in_features).to(torch.bfloat16)
-                got, want = product(x), linear(x)
-                assert got.dtype == torch.bfloat16
-                # Both sum in float32 and round to bfloat16: a unit or two of its last place apart.
-                exact = x.float() @ linear.weight.float().T + (0 if linear.bias is None else linear.bias.float())
-                assert float((got.float() - exact).abs().max()) <= 2 ** -7 * float(exact.abs().max())
-                assert float((got.float() - want.float()).abs().max()) <= 2 ** -6 * float(want.float().abs().max())
+        for rows in (1, 2, 3, 5, 8, 9, 11):
+            x = torch.randn(rows, in_features).to(torch.bfloat16)
+            got, want = products[0](x), linear(x)
+            assert got.dtype == torch.bfloat16
+            # Both sum in float32 and round to bfloat16: a unit or two of its last place apart.
+            exact = x.float() @ linear.weight.float().T + (0 if linear.bias is None else linear.bias.float())
+            assert float((got.float() - exact).abs().max()) <= 2 ** -7 * float(exact.abs().max()), rows
+            assert float((got.float() - want.float()).abs().max()) <= 2 ** -6 * float(want.float().abs().max()), rows
 
 
 @needs_compiler
@@ -138,12 +143,12 @@ def test_the_kernel_built_for_a_machine_without_avx512_computes_the_same(tmp_pat
     library = tmp_path / f"gemv-{march}.so"
     native_gemv._compile(shutil.which("cc"), library, flags)
     kernel = native_gemv.open_library(library)
-    assert kernel.lanes == 8
+    assert (kernel.lanes, kernel.depth) == (8, 1)
     torch.manual_seed(3)
     for out_features, in_features in [(37, 29), (640, 1024), (8, 5)]:
         linear = nn.Linear(in_features, out_features)
-        product = native_gemv.PackedProduct(kernel, native_gemv.pack(linear.weight, kernel.lanes), out_features,
-                                            linear.bias)
+        product = native_gemv.PackedProduct(kernel, native_gemv.pack(linear.weight, kernel), in_features,
+                                            out_features, linear.bias)
         with torch.inference_mode():
             for rows in (1, 2, 3, 4, 5, 8, 9, 13):
                 x = torch.randn(rows, in_features)
