@@ -13,11 +13,11 @@ decode step in ms:
   8.1, 4 rows 5.4 against 7.0, 8 rows 7.3 against 8.2).
 
 So nothing is assumed: `tune` builds the candidate copies that fit the budget
-(`engine.cpu_linear`), times whole decode steps of every row count up to the batch limit on
-each (interleaved rounds, the fastest round of each counts, so a noisy machine hits all alike),
-keeps the fastest for each row count and lets the other copies go. Whole steps, not single
-products: a product timed alone finds its weights in the caches, which a step that streams the
-whole model does not.
+(`engine.cpu_linear`), times whole decode steps of every row count up to the batch limit on each
+(interleaved rounds, the fastest round of each counts, so a noisy machine hits all alike), keeps
+the fastest for each row count (or, within `_NEAR`, the layout most row counts chose) and lets
+the other copies go. Whole steps, not single products: a product timed alone finds its weights
+in the caches, which a step that streams the whole model does not.
 """
 
 from __future__ import annotations
@@ -41,8 +41,11 @@ ONEDNN = "oneDNN"
 ONEDNN_BATCH_HINT = 8
 # K/V positions each row holds while steps are timed: attention is the same on every layout.
 _CONTEXT = 32
-# Layouts whose first timed step took more than this many times the fastest's are not timed on.
+# Layouts whose first two timed steps took more than this many times the fastest's are not timed on.
 _PRUNE = 2.0
+# A row count whose fastest layout beats the layout most row counts chose by less than this
+# factor runs on that one too: one copy fewer to keep, and no choice flipped by noise.
+_NEAR = 1.1
 
 
 @dataclass
@@ -125,23 +128,43 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
         decoder.decode_rows(kv, tokens[:rows])
         return time.perf_counter() - start
 
+    best_by_rows: dict[int, dict[str, float]] = {}
     for rows in range(1, max_batch + 1):
         names = [c.name for c in found if c.serves(rows)]
         for name in names:  # a layout's first step at a row count sets up its kernels: not timed
             step(rows, name)
         best = {name: step(rows, name) for name in names}
-        # A layout over `_PRUNE` times the fastest's first timed step is out: timing it again
-        # only slows the load (row-major steps took 3-5x the others' on one machine).
+        for name in names:  # two timed steps each before any is left out (one can be unlucky)
+            best[name] = min(best[name], step(rows, name))
+        # A layout over `_PRUNE` times the fastest is out: timing it again only slows the load
+        # (row-major steps took 3-5x the others' on one machine).
         names = [name for name in names if best[name] <= _PRUNE * min(best.values())]
-        for _ in range(rounds - 1):
+        for _ in range(rounds - 2):
             for name in names:
                 best[name] = min(best[name], step(rows, name))
         chosen = min(names, key=best.__getitem__)
         decoder.use_table(rows, tables[chosen])
         tuning.chosen[rows] = chosen
         tuning.step_ms[rows] = {name: seconds * 1e3 for name, seconds in best.items()}
+        best_by_rows[rows] = best
+    _prefer_the_common_layout(decoder, tuning, best_by_rows, tables)
     kept = set(tuning.chosen.values())
     tuning.nbytes = sum(c.nbytes for c in found if c.name in kept)
     del tables, found  # the copies no row count chose go with them
     huge_pages.return_freed_memory()
     return tuning
+
+
+def _prefer_the_common_layout(decoder, tuning: Tuning, best: dict[int, dict[str, float]], tables: dict) -> None:
+    """Move each row count to the layout most row counts chose where that one timed within
+    `_NEAR` of its fastest."""
+    if not tuning.chosen:
+        return
+    counts: dict[str, int] = {}
+    for name in tuning.chosen.values():
+        counts[name] = counts.get(name, 0) + 1
+    common = max(counts, key=counts.__getitem__)  # ties: the first chosen (fewest rows)
+    for rows, chosen in tuning.chosen.items():
+        if chosen != common and common in best[rows] and best[rows][common] <= _NEAR * best[rows][chosen]:
+            decoder.use_table(rows, tables[common])
+            tuning.chosen[rows] = common

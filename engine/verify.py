@@ -96,7 +96,8 @@ class VerifyReport:
             (f"weights on huge pages: {self.huge_page_weight_bytes / 2**20:,.1f} MiB" if self.huge_page_weight_bytes
              else "weights on huge pages: none (the system has none, or the weights are not in CPU memory)"),
         ] + ([] if not self.step_layouts else [
-            f"decode step layouts, the fastest of those timed at load ({self.packed_weight_bytes / 2**20:,.0f} MiB "
+            f"decode step layouts timed at load, the fastest chosen (or within 10% the one most row counts run on; "
+            f"{self.packed_weight_bytes / 2**20:,.0f} MiB "
             f"of weight copies in all; ms per step):",
             *(f"  {entry['rows']} row{'s' if entry['rows'] > 1 else ' '} {entry['layout']:<14} "
               + ", ".join(f"{name} {ms:.2f}" for name, ms in entry["step_ms"].items()) for entry in self.step_layouts),

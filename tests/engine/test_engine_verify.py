@@ -69,10 +69,10 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     assert "decode steps: straight from the weights, checked at load" in text
     if cpu_linear.onednn_available(torch.float32):
         assert [entry["rows"] for entry in report["step_layouts"]] == list(range(1, 9))
-        for entry in report["step_layouts"]:  # the chosen one is the fastest timed
-            assert entry["step_ms"][entry["layout"]] == min(entry["step_ms"].values())
+        for entry in report["step_layouts"]:  # the chosen one is the fastest timed, or near it
+            assert entry["step_ms"][entry["layout"]] <= decode_tuning._NEAR * min(entry["step_ms"].values())
             assert {"as stored", "oneDNN"} <= set(entry["step_ms"])
-        assert "decode step layouts, the fastest of those timed at load" in text
+        assert "decode step layouts timed at load, the fastest chosen" in text
         assert "  4 rows " in text and "as stored" in text
         if shutil.which("cc"):  # the engine's own kernel is timed too
             assert all(decode_tuning.GEMV_KERNEL in entry["step_ms"] for entry in report["step_layouts"])
