@@ -1,4 +1,4 @@
-"""The packed float32 kernel of `packed_gemv.c`, compiled at load with the machine's C compiler.
+"""The packed decode kernel of `packed_gemv.c`, compiled at load with the machine's C compiler.
 
 Why a kernel of our own and not only the BLAS libraries torch ships: a decode step multiplies
 one to eight rows by every weight matrix, which is bound by how fast the weights stream from
@@ -12,12 +12,12 @@ Gemma 3 270M float32 decode step (72 layer matrices and the 262k x 640 head) at 
 It is built for float32 weights and for bfloat16 ones (half the bytes to stream; `--dtype
 bfloat16`): with AVX512-BF16 each lane takes a pair of inputs per instruction (`vdpbf16ps`; on
 Gemma 3's matrices 20.3 ms against 24.8 widening at 2 rows, 24.3 against 35.0 at 8, the same
-12.8 at one row), elsewhere the weights are widened to float32 as they load. Either build is one more candidate of
-`engine.decode_tuning`, timed against the others at load, so a machine where it is slower does
-not use it. Where there is no C compiler (or it cannot build
-OpenMP code, as Apple's clang) it is not a candidate and `unavailable_reason()` says why. The
-built library is cached by a hash of the source, the compiler and the CPU, so a load after the
-first takes no compile.
+12.8 at one row), elsewhere the weights are widened to float32 as they load. Either build is one
+more candidate of `engine.decode_tuning`, timed against the others at load, so a machine where
+it is slower does not use it. Where there is no C compiler (or it cannot build OpenMP code, as
+Apple's clang) it is not a candidate and `unavailable_reason()` says why. The built library is
+cached by a hash of the source, the compiler and the CPU, so a load after the first takes no
+compile.
 """
 
 from __future__ import annotations
