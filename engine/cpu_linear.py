@@ -127,11 +127,19 @@ def _relative_diff(product: Product, linear: nn.Module, rows: int, generator: to
     return float((product(x).float() - plain).abs().max()) / max(float(plain.abs().max()), 1e-30)
 
 
+def _cpu_matrices_dtype(linears: list[nn.Module]) -> torch.dtype | None:
+    """The dtype of the linears' weights when every one is a 2-D CPU tensor of that one dtype."""
+    weights = [lin.weight for lin in linears]
+    dtypes = {w.dtype for w in weights}
+    if len(dtypes) != 1 or not all(w.device.type == "cpu" and w.dim() == 2 for w in weights):
+        return None
+    return dtypes.pop()
+
+
 def _float32_cpu_matrices(linears: list[nn.Module]) -> bool:
-    """Whether every linear's weight is a 2-D float32 CPU tensor: the only weights the copies
-    of this module are built for."""
-    return bool(linears) and all(
-        w.dtype == torch.float32 and w.device.type == "cpu" and w.dim() == 2 for w in (lin.weight for lin in linears))
+    """Whether every linear's weight is a 2-D float32 CPU tensor: the only weights the BLAS
+    copies of this module are built for."""
+    return _cpu_matrices_dtype(linears) == torch.float32
 
 
 def _agree(products: list[Product], linears: list[nn.Module], rows: list[int] | tuple[int, ...],
@@ -203,12 +211,9 @@ def packed_gemv_products(linears: list[nn.Module], budget_bytes: int) -> tuple[l
     per linear and the bytes of the copies; none when they exceed `budget_bytes`, the kernel
     cannot be built here (`native_gemv.unavailable_reason`), or a product disagrees with its
     linear on a probe. The copies go on huge pages (`engine.huge_pages`)."""
-    if not linears or not all(isinstance(lin, nn.Linear) for lin in linears):
+    if not all(isinstance(lin, nn.Linear) for lin in linears):
         return [], 0
-    dtypes = {lin.weight.dtype for lin in linears}
-    if len(dtypes) != 1 or not all(lin.weight.device.type == "cpu" and lin.weight.dim() == 2 for lin in linears):
-        return [], 0
-    dtype = dtypes.pop()
+    dtype = _cpu_matrices_dtype(linears)
     kernel = native_gemv.load(dtype) if dtype in native_gemv.WEIGHT_DTYPES else None
     if kernel is None:
         return [], 0

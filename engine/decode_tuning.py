@@ -15,7 +15,7 @@ decode step in ms:
 So nothing is assumed: `tune` builds the candidate copies that fit the budget
 (`engine.cpu_linear`), times whole decode steps of every row count up to the batch limit on each
 (interleaved rounds, the fastest round of each counts, so a noisy machine hits all alike), keeps
-the fastest for each row count (or, within `_NEAR`, the layout most row counts chose) and lets
+the fastest for each row count (or, within `NEAR_FASTEST`, the layout most row counts chose) and lets
 the other copies go. Whole steps, not single products: a product timed alone finds its weights
 in the caches, which a step that streams the whole model does not.
 """
@@ -23,6 +23,7 @@ in the caches, which a step that streams the whole model does not.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -45,7 +46,7 @@ _CONTEXT = 32
 _PRUNE = 2.0
 # A row count whose fastest layout beats the layout most row counts chose by less than this
 # factor runs on that one too: one copy fewer to keep, and no choice flipped by noise.
-_NEAR = 1.1
+NEAR_FASTEST = 1.1
 
 
 @dataclass
@@ -79,10 +80,11 @@ class Tuning:
 
 
 def candidates(modules: list[nn.Module], max_batch: int, budget_bytes: int) -> list[Candidate]:
-    """The weight copies that fit `budget_bytes` in all, most broadly useful first: the
-    engine's own kernel's (any row count), oneDNN's (any), row-major (any), then MKL's packed copies for the powers of two from
-    `max_batch` down to 4 (each for its own row count). Float32 CPU weights only; each
-    copy is checked against its linear in `engine.cpu_linear`."""
+    """The weight copies that fit `budget_bytes` in all, most broadly useful first: the engine's
+    own kernel's (any row count; float32 or bfloat16 weights), oneDNN's (any), row-major (any),
+    then MKL's packed copies for the powers of two from `max_batch` down to 4 (each for its own
+    row count; these three float32 only). Each copy is checked against its linear in
+    `engine.cpu_linear`."""
     found: list[Candidate] = []
     linears = [m for m in modules if isinstance(m, nn.Linear)]
 
@@ -157,14 +159,11 @@ def tune(decoder, layout, max_batch: int, budget_bytes: int, rounds: int = 3) ->
 
 def _prefer_the_common_layout(decoder, tuning: Tuning, best: dict[int, dict[str, float]], tables: dict) -> None:
     """Move each row count to the layout most row counts chose where that one timed within
-    `_NEAR` of its fastest."""
+    `NEAR_FASTEST` of its fastest."""
     if not tuning.chosen:
         return
-    counts: dict[str, int] = {}
-    for name in tuning.chosen.values():
-        counts[name] = counts.get(name, 0) + 1
-    common = max(counts, key=counts.__getitem__)  # ties: the first chosen (fewest rows)
+    common = Counter(tuning.chosen.values()).most_common(1)[0][0]  # ties: the first chosen (fewest rows)
     for rows, chosen in tuning.chosen.items():
-        if chosen != common and common in best[rows] and best[rows][common] <= _NEAR * best[rows][chosen]:
+        if chosen != common and common in best[rows] and best[rows][common] <= NEAR_FASTEST * best[rows][chosen]:
             decoder.use_table(rows, tables[common])
             tuning.chosen[rows] = common

@@ -187,13 +187,14 @@ class PackedProduct:
     which tied weights share), in `x`'s dtype (float32 or bfloat16; the kernel computes in
     float32)."""
 
-    __slots__ = ("_run", "packed", "bias", "in_features", "out_features")
+    __slots__ = ("_run", "_pairs", "packed", "bias", "in_features", "out_features")
 
     def __init__(self, kernel: Kernel, packed: torch.Tensor, in_features: int, out_features: int,
                  bias: torch.Tensor | None) -> None:
         if packed.dtype != kernel.dtype:
             raise ValueError(f"weights packed as {packed.dtype} for a kernel built for {kernel.dtype}")
         self._run = kernel.lib.hitrate_gemv
+        self._pairs = kernel.depth > 1  # the kernel converts even one row into scratch
         self.packed = packed
         self.in_features, self.out_features = in_features, out_features
         self.bias = None if bias is None else bias.detach().float().contiguous()
@@ -205,7 +206,8 @@ class PackedProduct:
         x = x.float().contiguous()  # bfloat16 rows widen exactly
         rows = x.shape[0]
         y = torch.empty(rows, self.out_features)
-        scratch = torch.empty(rows * (self.in_features + 1))  # the kernel's rows, transposed or paired
+        # The kernel's rows, transposed or paired; one float32 row is read where it is.
+        scratch = torch.empty(rows * (self.in_features + 1)) if rows > 1 or self._pairs else x
         self._run(x.data_ptr(), self.packed.data_ptr(), None if self.bias is None else self.bias.data_ptr(),
                   y.data_ptr(), rows, self.in_features, self.out_features, torch.get_num_threads(),
                   scratch.data_ptr())

@@ -1,10 +1,11 @@
-/* Float32 products of a few rows with a weight matrix, for decode steps on the CPU.
+/* Products of a few rows with a weight matrix, for decode steps on the CPU.
 
    y[r][o] = sum_i x[r][i] * W[o][i] (+ bias[o]) for r < rows, with W given packed as
-   [blocks][in][LANES]: LANES consecutive outputs side by side for each input, the last block
-   zero-padded. A block is one contiguous run of in * LANES floats, so every thread streams its
-   share of the weights front to back with no horizontal sums, and each weight byte is read from
-   memory once whatever the number of rows (the rows of a group reuse a block from L1).
+   [blocks][steps][LANES][DEPTH]: LANES consecutive outputs side by side for each step of DEPTH
+   inputs (DEPTH 2 for AVX512-BF16's input pairs, else 1), outputs and inputs past the matrix
+   zero. A block is one contiguous run, so every thread streams its share of the weights front to
+   back with no horizontal sums, and each weight byte is read from memory once whatever the
+   number of rows (the rows of a group reuse a block from L1).
 
    Built at load by `engine.native_gemv` with the machine's C compiler (-O3 -march=native
    -fopenmp), once for float32 weights and once with -DWEIGHTS_BF16 for bfloat16 ones; GCC's

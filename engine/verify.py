@@ -96,7 +96,8 @@ class VerifyReport:
             (f"weights on huge pages: {self.huge_page_weight_bytes / 2**20:,.1f} MiB" if self.huge_page_weight_bytes
              else "weights on huge pages: none (the system has none, or the weights are not in CPU memory)"),
         ] + ([] if not self.step_layouts else [
-            f"decode step layouts timed at load, the fastest chosen (or within 10% the one most row counts run on; "
+            f"decode step layouts timed at load, the fastest chosen (or within "
+            f"{decode_tuning.NEAR_FASTEST - 1:.0%} the one most row counts run on; "
             f"{self.packed_weight_bytes / 2**20:,.0f} MiB "
             f"of weight copies in all; ms per step):",
             *(f"  {entry['rows']} row{'s' if entry['rows'] > 1 else ' '} {entry['layout']:<14} "
@@ -191,7 +192,8 @@ def _gemv_kernel_off_reason(engine: TransformersEngine) -> str | None:
     timed = engine.step_layouts.step_ms
     if not timed or any(decode_tuning.GEMV_KERNEL in times for times in timed.values()):
         return None
-    return native_gemv.unavailable_reason() or "its copies did not fit `batch_pack_bytes` or disagreed with the weights"
+    dtype = next(engine.model.parameters()).dtype
+    return native_gemv.unavailable_reason(dtype) or "its copies did not fit `batch_pack_bytes` or disagreed with the weights"
 
 
 def against_float32(engine: TransformersEngine, reference: TransformersEngine, ids: list[int]) -> dict:

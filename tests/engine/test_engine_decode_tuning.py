@@ -79,14 +79,14 @@ def test_a_row_count_runs_on_the_common_layout_when_its_own_fastest_is_barely_fa
     modules = decoder.product_modules()
     decoder._plain = decoder._table(lambda m: slowed(m, lambda rows: True))
     common = decode_tuning.Candidate("common", {id(m): slowed(m, lambda rows: False) for m in modules}, 10)
-    # Faster than `common` at 3 rows by one product's worth of work: within `_NEAR` of it.
+    # Faster than `common` at 3 rows by one product's worth of work: within `NEAR_FASTEST` of it.
     edge = decode_tuning.Candidate("edge", {id(m): cpu_linear.weight_product(m.weight, m.bias) for m in modules}, 20,
                                    rows=frozenset({3}))
     monkeypatch.setattr(decode_tuning, "candidates", lambda *args: [common, edge])
-    monkeypatch.setattr(decode_tuning, "_NEAR", 1e9)  # anything slower than the fastest counts as near
+    monkeypatch.setattr(decode_tuning, "NEAR_FASTEST", 1e9)  # anything slower than the fastest counts as near
     tuning = decode_tuning.tune(decoder, engine.layout, 4, 1 << 30)
     assert tuning.chosen == dict.fromkeys(range(1, 5), "common") and tuning.nbytes == 10
-    monkeypatch.setattr(decode_tuning, "_NEAR", 1.0)  # the fastest wins, however close
+    monkeypatch.setattr(decode_tuning, "NEAR_FASTEST", 1.0)  # the fastest wins, however close
     times = {}
     for _ in range(5):  # the two are alike: whichever timed faster at 3 rows is chosen there
         tuning = decode_tuning.tune(decoder, engine.layout, 4, 1 << 30)
