@@ -85,14 +85,21 @@ def unavailable_reason(dtype: torch.dtype = torch.float32) -> str | None:
 def _load(dtype: torch.dtype) -> Kernel:
     if dtype not in WEIGHT_DTYPES:
         raise KernelUnavailable(f"no build for {dtype} weights (only {', '.join(map(str, WEIGHT_DTYPES))})")
+    library = build_library(SOURCE, FLAGS + WEIGHT_DTYPES[dtype], f"packed_gemv-{str(dtype).removeprefix('torch.')}")
+    return open_library(library, dtype)
+
+
+def build_library(source: Path, flags: tuple[str, ...], stem: str) -> Path:
+    """The shared library built from `source` with `flags` by the machine's C compiler, compiled
+    on first use into the kernel cache (`<stem>-<key>.so`) and reused after; `KernelUnavailable`
+    says why it cannot be built. Other native kernels of the engine are built through it too."""
     compiler = shutil.which(os.environ.get(ENV_COMPILER) or "cc")
     if compiler is None:
         raise KernelUnavailable(f"no C compiler ({os.environ.get(ENV_COMPILER) or 'cc'} is not on PATH)")
-    flags = FLAGS + WEIGHT_DTYPES[dtype]
-    library = _cache_dir() / f"packed_gemv-{str(dtype).removeprefix('torch.')}-{_build_key(compiler, flags)}.so"
+    library = _cache_dir() / f"{stem}-{_build_key(compiler, flags, source)}.so"
     if not library.exists():
-        _compile(compiler, library, flags)
-    return open_library(library, dtype)
+        _compile(compiler, library, flags, source)
+    return library
 
 
 def open_library(library: Path, dtype: torch.dtype = torch.float32) -> Kernel:
@@ -115,7 +122,7 @@ def _cache_dir() -> Path:
     return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("hitrate", appauthor=False)) / "kernels"
 
 
-def _build_key(compiler: str, flags: tuple[str, ...]) -> str:
+def _build_key(compiler: str, flags: tuple[str, ...], source: Path = SOURCE) -> str:
     """Source, flags, compiler and CPU: a library built for another CPU (-march=native) or by
     another compiler is not reused."""
     try:
@@ -123,7 +130,7 @@ def _build_key(compiler: str, flags: tuple[str, ...]) -> str:
     except (OSError, subprocess.SubprocessError) as exc:
         raise KernelUnavailable(f"the C compiler {compiler} does not run ({exc})") from exc
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(flags).encode(), compiler.encode(), version.encode(),
+    for part in (source.read_bytes(), " ".join(flags).encode(), compiler.encode(), version.encode(),
                  platform.machine().encode(), _cpu_identity().encode(), torch.__version__.encode()):
         digest.update(part)
         digest.update(b"\0")
@@ -140,7 +147,7 @@ def _cpu_identity() -> str:
     return "\n".join(sorted({line for line in text.splitlines() if line.split(":")[0].strip() in wanted}))
 
 
-def _compile(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS) -> None:
+def _compile(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS, source: Path = SOURCE) -> None:
     """Build into a temporary file, then rename: a load never sees a half-written library, and two
     processes building at once both end with a whole one."""
     try:
@@ -151,7 +158,7 @@ def _compile(compiler: str, library: Path, flags: tuple[str, ...] = FLAGS) -> No
     os.close(fd)
     try:
         try:
-            done = subprocess.run([compiler, *flags, str(SOURCE), "-o", partial], capture_output=True,
+            done = subprocess.run([compiler, *flags, str(source), "-o", partial], capture_output=True,
                                   text=True, timeout=_COMPILE_TIMEOUT_S)
         except (OSError, subprocess.SubprocessError) as exc:
             raise KernelUnavailable(f"{compiler} failed to run ({exc})") from exc
