@@ -7,12 +7,16 @@ their shells see it on Linux (both build on bubblewrap):
 - the root file system read-only, the workspace read-write, a private empty `/tmp`;
 - the user's credential folders (`~/.ssh`, `~/.aws`, ...) and hitrate's own data (the ledger holds
   whole transcripts) replaced by empty folders, plus any path the caller asks to hide;
+- no capabilities at all (`--cap-drop ALL`) and, where the kernel allows, a user namespace of its
+  own with nested ones refused: started by root, bubblewrap would otherwise hand the command
+  CAP_SYS_ADMIN, and `umount /proc` or `mount -o remount,rw /` would undo every other layer;
 - a new PID namespace with its own `/proc`: the harness's processes (and their `/proc/<pid>/environ`
   and `cwd`) are out of sight, and when the command's first process ends the kernel kills every
   process left in the namespace, `setsid` and double-fork daemons included;
 - `--die-with-parent`: killing the bubblewrap process (the tool's timeout) takes the namespace down;
 - no network unless the policy allows it (a new, empty network namespace has only loopback);
-- resource limits (address space, process count, file size) set with `prlimit` inside the sandbox;
+- resource limits (address space, process count, file size) set with `prlimit` inside the sandbox,
+  and size-bounded `/tmp` and `/dev/shm` (bubblewrap 0.8+: `--size`);
 - an environment built from an allowlist of names, never from the harness's own environment.
 
 Where neither works (bubblewrap missing or unable to create namespaces, `sandbox-exec` missing or
@@ -26,7 +30,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.tools import seatbelt
+from hitrate.tools.trusted_programs import minimal_env, trusted_program
 
 # The only variables a confined command inherits: what tools need to find programs, print text in
 # the user's language and know who they run as. Anything else (API keys, PGPASSWORD, DATABASE_URL,
@@ -78,13 +82,74 @@ HIDDEN_HOME_PATHS: tuple[str, ...] = (
     ".cache/huggingface/token",
     ".huggingface/token",
     "Library/Keychains",  # macOS
-    # Shell and client histories: typed passwords and `export KEY=...` lines end up there.
+    # Other coding agents and model clients: their API keys and OAuth tokens.
+    ".codex",
+    ".claude",
+    ".claude.json",
+    ".config/openai",
+    ".config/anthropic",
+    ".config/github-copilot",
+    ".gemini",
+    # Package registries and build tools.
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".gem/credentials",
+    ".config/pip",
+    ".composer/auth.json",
+    ".config/composer/auth.json",
+    ".nuget/NuGet/NuGet.Config",
+    ".terraform.d/credentials.tfrc.json",
+    ".config/containers/auth.json",
+    # Clouds and secret stores.
+    ".vault-token",
+    ".boto",
+    ".s3cfg",
+    ".config/rclone",
+    ".oci",
+    ".config/doctl",
+    ".config/hcloud",
+    ".config/op",
+    ".password-store",
+    ".local/share/keyrings",
+    ".config/git/credentials",
+    ".env",
+    # Shell start-up files (`export KEY=...`) and shell and client histories (typed passwords).
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".config/fish",
     ".bash_history",
     ".zsh_history",
     ".python_history",
     ".psql_history",
     ".mysql_history",
+    ".node_repl_history",
+    ".sqlite_history",
+    ".rediscli_history",
+    ".lesshst",
+    ".viminfo",
 )
+
+# hitrate's ledger and config when moved out of its own folders (`$HITRATE_DB`, `$HITRATE_CONFIG`).
+_MOVED_FILE_VARIABLES = ("HITRATE_DB", "HITRATE_CONFIG")
+# SQLite's files beside a ledger, and the spool of rows a full disk kept out of it.
+_LEDGER_SIDECARS = ("", "-wal", "-shm", "-journal", ".spool.jsonl")
+# Files the running program asked to hide from every command (`hide_from_commands`): a ledger
+# opened with `--db`.
+_hidden_this_process: set[str] = set()
+
+
+def hide_from_commands(*paths: str | os.PathLike[str]) -> None:
+    """Hide `paths` (and a ledger's SQLite sidecars) from every command this process confines
+    from now on: a ledger or config file chosen on the command line."""
+    for path in paths:
+        _hidden_this_process.update(os.path.abspath(f"{os.fspath(path)}{suffix}") for suffix in _LEDGER_SIDECARS)
 
 
 class ConfinementPolicy(BaseModel):
@@ -102,6 +167,9 @@ class ConfinementPolicy(BaseModel):
     max_file_bytes: int | None = Field(
         default=4 * 1024**3, ge=1024, description="Largest file a process may write (RLIMIT_FSIZE)."
     )
+    tmpfs_bytes: int | None = Field(
+        default=1024**3, ge=1024**2, description="Size of the private /tmp and of /dev/shm, each (bubblewrap 0.8+)."
+    )
     pass_env: tuple[str, ...] = Field(
         default=(), description="Extra variable names (fnmatch patterns) passed through to commands."
     )
@@ -117,6 +185,9 @@ class Availability:
     kind: str  # "bubblewrap", "seatbelt" or "none"
     detail: str  # what was found, or why nothing can confine commands here
     program: str | None = None  # the bwrap or sandbox-exec executable to run
+    # bubblewrap options this machine's bwrap was seen to accept: "userns" (a user namespace of the
+    # sandbox's own), "disable-userns" (none nested in it), "size" (bounded tmpfs).
+    features: frozenset[str] = frozenset()
 
     @property
     def confined(self) -> bool:
@@ -146,19 +217,41 @@ def detect() -> Availability:
         return _detect_seatbelt()
     if not sys.platform.startswith("linux"):
         return Availability("none", f"no supported sandbox on {sys.platform} (bubblewrap on Linux, sandbox-exec on macOS)")
-    bwrap = shutil.which("bwrap")
+    bwrap = trusted_program("bwrap")  # never from PATH: a planted bwrap would confine nothing
     if bwrap is None:
-        return Availability("none", "bubblewrap (bwrap) is not installed; install the 'bubblewrap' package")
-    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--unshare-net", "--die-with-parent", "--", "/bin/sh", "-c", "exit 0"]  # fmt: skip
+        return Availability("none", "bubblewrap (bwrap) is not installed in a system folder; install the 'bubblewrap' package")
+    base = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+            "--unshare-net", "--die-with-parent", "--cap-drop", "ALL"]  # fmt: skip
+    probe = [*base, "--", "/bin/sh", "-c", "exit 0"]
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=20, env={"PATH": os.defpath}, check=False)
+        done = subprocess.run(probe, capture_output=True, timeout=20, env=minimal_env(), check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Availability("none", f"bubblewrap at {bwrap} could not run: {exc}")
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", errors="replace").strip()[:300] or f"exit status {done.returncode}"
         return Availability("none", f"bubblewrap at {bwrap} cannot create a sandbox here: {why}")
-    return Availability("bubblewrap", f"bubblewrap at {bwrap}", program=bwrap)
+    features = _bwrap_features(bwrap, base)
+    detail = f"bubblewrap at {bwrap}" + ("" if "userns" in features else " (no user namespace: capabilities dropped only)")
+    return Availability("bubblewrap", detail, program=bwrap, features=features)
+
+
+def _bwrap_features(bwrap: str, base: Sequence[str]) -> frozenset[str]:
+    """Which optional isolation this bwrap accepts here, each tried once."""
+    tries = {
+        "userns": ["--unshare-user"],
+        "disable-userns": ["--unshare-user", "--disable-userns"],
+        "size": ["--size", str(1024**2), "--tmpfs", "/tmp"],
+    }
+    found: set[str] = set()
+    for name, extra in tries.items():
+        try:
+            done = subprocess.run([*base, *extra, "--", "/bin/sh", "-c", "exit 0"], capture_output=True,
+                                  timeout=20, env=minimal_env(), check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0:
+            found.add(name)
+    return frozenset(found)
 
 
 def _detect_seatbelt() -> Availability:
@@ -188,7 +281,8 @@ def sandboxed_argv(
     """`argv` wrapped in the sandbox `detect()` found (`argv` itself when there is none). With
     Seatbelt the caller starts the command in `cwd`; bubblewrap changes into it itself."""
     if found.kind == "bubblewrap" and found.program:
-        return confined_argv(argv, workspace=workspace, policy=policy, env=env, bwrap=found.program, cwd=cwd)
+        return confined_argv(argv, workspace=workspace, policy=policy, env=env, bwrap=found.program, cwd=cwd,
+                             features=found.features)  # fmt: skip
     if found.kind == "seatbelt" and found.program:
         return seatbelt_argv(argv, workspace=workspace, policy=policy, env=env, program=found.program)
     return list(argv)
@@ -230,17 +324,40 @@ def _hidden_defaults(env: Mapping[str, str]) -> list[str]:
                    platformdirs.user_config_dir("hitrate", appauthor=False),
                    platformdirs.user_state_dir("hitrate", appauthor=False)):  # fmt: skip
         paths.append(folder)
+    for name in _MOVED_FILE_VARIABLES:
+        moved = os.environ.get(name)
+        if moved:
+            paths += [f"{os.path.abspath(moved)}{suffix}" for suffix in _LEDGER_SIDECARS]
+    paths += sorted(_hidden_this_process)
     return paths
 
 
-def _hide_args(path: str, keep: Path) -> list[str]:
+def _hiding_args(paths: Sequence[str], keep: Path, features: frozenset[str]) -> list[str]:
+    """Mounts hiding `paths`; one under a folder already hidden needs none (and could get none: the
+    empty folder over it is read-only)."""
+    args: list[str] = []
+    folders: list[Path] = []
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        if any(real == folder or folder in real.parents for folder in folders):
+            continue
+        hide = _hide_args(str(real), keep, features)
+        if hide and hide[-2] == "--remount-ro":
+            folders.append(real)
+        args += hide
+    return args
+
+
+def _hide_args(path: str, keep: Path, features: frozenset[str] = frozenset()) -> list[str]:
     real = os.path.realpath(path)
     if not os.path.lexists(real):
         return []
     if Path(real) == keep or keep in Path(real).parents:
         return []  # never hide the workspace itself
     if os.path.isdir(real):
-        return ["--tmpfs", real]
+        # An empty folder that cannot be written: no room to fill, nothing to find.
+        size = ["--size", str(64 * 1024)] if "size" in features else []
+        return [*size, "--tmpfs", real, "--remount-ro", real]
     return ["--ro-bind", "/dev/null", real]
 
 
@@ -279,20 +396,33 @@ def confined_argv(
     env: Mapping[str, str],
     bwrap: str,
     cwd: Path | None = None,
+    features: frozenset[str] = frozenset({"userns", "disable-userns", "size"}),
 ) -> list[str]:
     """`argv` wrapped in bubblewrap with `workspace` as its only writable folder; it starts in
     `cwd` (default: the workspace)."""
     root = Path(os.path.realpath(workspace))
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # Sized tmpfs where bwrap can size them: otherwise each may grow to half the machine's memory,
+    # outside every per-process limit.
+    sized = ["--size", str(policy.tmpfs_bytes)] if policy.tmpfs_bytes and "size" in features else []
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *sized, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--proc", "/proc", *sized, "--tmpfs", "/tmp"]  # fmt: skip
     for path in _runtime_under_tmp():
         # The private /tmp would hide an interpreter installed there (a virtual environment in a
         # checkout under /tmp): it stays visible, read-only.
         args += ["--ro-bind", path, path]
-    for path in (*_hidden_defaults(env), *policy.hidden_paths):
-        args += _hide_args(path, root)
+    args += _hiding_args((*_hidden_defaults(env), *policy.hidden_paths), root, features)
     args += ["--bind", str(root), str(root)]
     args += _git_guard_args(root)
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if "userns" in features:
+        # Root outside stays uid 0 inside, but of a namespace that owns nothing of the host's; the
+        # mounts bubblewrap made become locked to it, so none can be undone to show what lies below.
+        args.append("--unshare-user")
+        if "disable-userns" in features:
+            args.append("--disable-userns")  # no nested namespace in which to regain capabilities
+    # No capabilities, whoever started bubblewrap: root's CAP_SYS_ADMIN would let the command
+    # unmount /proc (the host's, with the harness's environ, is below) or remount / read-write.
+    args += ["--cap-drop", "ALL"]
     if not policy.network:
         args.append("--unshare-net")
     # --new-session: the command cannot push keystrokes into the user's terminal (TIOCSTI).
@@ -321,7 +451,7 @@ def limit_argv(policy: ConfinementPolicy) -> list[str]:
     allowance. The kernel does not apply it to root. (prlimit rather than a `preexec_fn`: the
     harness runs tools from worker threads, where forking Python code before exec can deadlock.)
     """
-    prlimit = shutil.which("prlimit")
+    prlimit = trusted_program("prlimit")
     if prlimit is None:
         return []
     flags: list[str] = []

@@ -166,9 +166,10 @@ def run_command(
     from hitrate.harness.resume import SessionNotResumable
     from hitrate.harness.transcript_log import StoredTranscriptError
     from hitrate.store.ledger import Ledger, default_ledger_path
-    from hitrate.tools.confine import confinement_notice
+    from hitrate.tools.confine import confinement_notice, hide_from_commands
 
     ledger_path = db or default_ledger_path()
+    hide_from_commands(ledger_path, config_path())  # wherever --db, $HITRATE_DB or $HITRATE_CONFIG put them
     if resume == "":
         resume = _pick_session(ledger_path)
         if resume is None:

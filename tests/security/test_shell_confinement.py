@@ -136,10 +136,20 @@ def test_network_can_be_allowed(registry, ctx) -> None:
         server.close()
 
 
-def test_credential_folders_in_home_are_hidden(registry, workspace: Path, tmp_path: Path) -> None:
+def test_credential_folders_in_home_are_hidden(registry, workspace: Path) -> None:
+    import shutil
+
+    # Not under /tmp: the sandbox's private /tmp would hide it whatever the hidden list says.
+    home = Path.home() / f".hitrate-fake-home-{uuid.uuid4().hex}"
+    try:
+        _credential_folders_are_hidden(registry, workspace, home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _credential_folders_are_hidden(registry, workspace: Path, home: Path) -> None:
     from hitrate.tools import ToolContext
 
-    home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
     (home / ".netrc").write_text("machine x password hunter2\n")

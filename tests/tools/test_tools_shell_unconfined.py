@@ -59,7 +59,7 @@ def test_the_notice_names_the_reason(unconfined) -> None:
 
 def test_detect_reports_a_missing_bwrap(monkeypatch) -> None:
     confine.detect.cache_clear()
-    monkeypatch.setattr(confine.shutil, "which", lambda name, **kw: None)
+    monkeypatch.setattr(confine, "trusted_program", lambda name, **kw: None)
     try:
         found = confine.detect()
         assert not found.confined and "not installed" in found.detail
