@@ -1,6 +1,7 @@
 """The agent loop: project -> call -> record -> run tools -> append -> repeat.
 
-It stops cleanly when the model ends its turn (a reply without tool calls), when a limit is
+It stops cleanly when the model ends its turn (a reply without tool calls, once a reply that only
+looked like a call has had its repair turn: `harness.harness_turns`), when a limit is
 reached (steps, dollars, wall time; checked before each call and after each tool round), when a
 call fails for good, or when the user cancels (a `threading.Event` or Ctrl-C). Every call made
 before the stop is already in the ledger; the result carries the session summary.
@@ -23,6 +24,7 @@ from typing import Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.harness.events import Finished, SessionStarted
+from hitrate.harness.harness_turns import HarnessTurns
 from hitrate.harness.policy import ModelPolicy, Policy
 from hitrate.harness.session import NO_REPLY_NOTE, Cancelled, Session
 from hitrate.harness.summary import SessionSummary
@@ -111,6 +113,8 @@ class AgentResult(BaseModel):
     """With status "error": the failed call's HTTP status, when there was a response."""
     steps: int
     summary: SessionSummary
+    harness_turns: dict[str, int] = Field(default_factory=dict)
+    """Turns the harness added during the run, by kind (repair, nudge, format_error: `HarnessTurn`)."""
 
 
 class Agent:
@@ -202,6 +206,7 @@ class Agent:
         error: CallError | None = None
         cut_offs_in_a_row = 0
         pauses_in_a_row = 0
+        turns = HarnessTurns(session)
         try:
             session.add_user_message(task)  # inside: a full disk here is a clear error too
             run_start = len(session.transcript.messages) - 1  # where this run's turns begin: a refusal takes them out
@@ -236,13 +241,22 @@ class Agent:
                 if stop == "context_window_exceeded":
                     status, detail = "context_full", self._context_full(assistant)
                     break
+                if session.tool_protocol == "text" and not self.policy.replays and not cut_off:
+                    ended = turns.text_reply(steps, assistant, self.cancel)
+                    if ended is not None:
+                        status, detail = "end_turn", ended
+                        break
+                    continue
                 if assistant is None or not assistant.tool_calls:
                     if cut_off:
                         status, detail = "max_tokens", self._cut_off_detail()
-                    else:
-                        status = "end_turn"
-                        detail = "the model ended its turn" if assistant is not None else "the model sent an empty reply"
-                    break
+                        break
+                    ended = turns.no_call(steps, assistant, repairing=not self.policy.replays)
+                    if ended is not None:
+                        status, detail = "end_turn", ended
+                        break
+                    continue
+                turns.called()
                 if cut_off:
                     # The last tool call's arguments are likely truncated: run none of them, tell
                     # the model why, and let it try once more; a second cut-off in a row stops.
@@ -253,7 +267,7 @@ class Agent:
                         break
                     continue
                 cut_offs_in_a_row = 0
-                session.run_tools(steps, assistant, self.cancel)
+                session.run_tools(steps, assistant, self.cancel, follow_up=turns.follow_up(steps))
         except (Cancelled, KeyboardInterrupt) as exc:
             status, detail = "cancelled", str(exc) or "cancelled by the user"
         except CallError as exc:
@@ -273,6 +287,7 @@ class Agent:
             except LedgerWriteError:
                 pass  # the disk is full: the note is spooled with the rest, or the run already says why
         summary = session.summary(status=status, steps=steps)
-        session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json")))
-        return AgentResult(status=status, detail=detail, steps=steps, summary=summary,
+        session.emit(Finished(session_id=session.id, status=status, detail=detail, summary=summary.model_dump(mode="json"),
+                              harness_turns=dict(turns.counts)))
+        return AgentResult(status=status, detail=detail, steps=steps, summary=summary, harness_turns=dict(turns.counts),
                            error_kind=error.kind if error else None, error_status=error.status if error else None)

@@ -125,6 +125,23 @@ class AssistantTurn(_Event):
     replayed: bool
 
 
+HarnessTurnKind = Literal["repair", "nudge", "format_error"]
+
+
+class HarnessTurn(_Event):
+    """A turn the harness added after the model's reply (`harness.repair`, `harness.text_protocol`):
+    a repair turn for a reply that looked like a call but was none, a nudge after the same failing
+    call repeated, or a format-error turn of the text tool protocol. Appended, never inserted."""
+
+    type: Literal["harness_turn"] = "harness_turn"
+    step: int
+    kind: HarnessTurnKind
+    reason: str
+    """What prompted it, in a few words (e.g. "a call of `deep_merge`, which is not one of your tools")."""
+    text: str
+    """What the model was told."""
+
+
 class Finished(_Event):
     type: Literal["finished"] = "finished"
     status: str
@@ -132,6 +149,8 @@ class Finished(_Event):
     detail: str = ""
     summary: dict[str, Any]
     """`SessionSummary.model_dump()`."""
+    harness_turns: dict[str, int] = Field(default_factory=dict)
+    """How many turns of each `HarnessTurnKind` the harness added during the run."""
 
 
 AgentEvent = Annotated[
@@ -145,6 +164,7 @@ AgentEvent = Annotated[
         ToolCallStarted,
         ToolCallFinished,
         AssistantTurn,
+        HarnessTurn,
         Finished,
     ],
     Field(discriminator="type"),

@@ -13,6 +13,10 @@ of the route whose label is `<spec>`, exactly as written after short names are e
     [models."openai-compat/claude-sonnet-5@https://llm.example.com/v1"]
     cache_family = "anthropic"
 
+    # A small local model that writes its calls as text: one shell block per reply instead.
+    [models."openai-compat/qwen2.5-coder-0.5b@http://127.0.0.1:8080/v1"]
+    tool_protocol = "text"
+
 Keys are the fields of `hitrate.harness.models.Quirks`; an unknown key or value is an error that
 names the table, so a typo never silently does nothing.
 """
@@ -38,6 +42,7 @@ class QuirkOverride(BaseModel):
     stream_usage: bool | None = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     cache_family: CacheFamilyName | None = None
+    tool_protocol: Literal["native", "text"] | None = None
 
     def changes(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True)

@@ -69,6 +69,10 @@ class Quirks(BaseModel):
     """The cache rules to plan with, when they are not the wire's and the price table's: Claude
     behind OpenRouter takes Anthropic `cache_control` marks on a Chat Completions body. None: from
     the wire and the price table (`hitrate.harness.router.rules_for`)."""
+    tool_protocol: Literal["native", "text"] = "native"
+    """How the agent's tools reach the model: native function calling, or text (one fenced shell
+    block per reply, `harness.text_protocol`) for models whose function calling is unreliable.
+    `--tool-protocol` overrides it for one run."""
 
 
 class ModelSpec(BaseModel):

@@ -13,6 +13,7 @@ from hitrate.harness.events import (
     CallRetrying,
     EpochStarted,
     Finished,
+    HarnessTurn,
     SessionStarted,
     TextDelta,
     ToolCallFinished,
@@ -122,6 +123,9 @@ class TerminalPrinter:
                        "yellow")
         elif isinstance(event, CallRecorded):
             self._line(call_line(event), "red" if event.error is not None else "dim")
+        elif isinstance(event, HarnessTurn):
+            # The model is told something it did not ask for: the user sees what and why.
+            self._line(f"[{event.kind.replace('_', ' ')}] {event.reason}: {_short(event.text, 200)}", "yellow")
         elif isinstance(event, EpochStarted) and event.number > 0:
             self._line(f"[epoch {event.number}] {event.reason}", "yellow")
         elif isinstance(event, Finished):
@@ -131,6 +135,11 @@ class TerminalPrinter:
             if event.detail and event.status != "end_turn":
                 # The same detail the JSON's `finished` event carries: which limit, or what failed.
                 self._line(f"stopped: {event.detail}", "red" if event.status == "error" else "yellow")
+            elif event.detail:
+                self._line(f"ended: {event.detail}", "dim")
+            if event.harness_turns:
+                added = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(event.harness_turns.items()))
+                self._line(f"harness turns: {added}", "yellow")
             for line in lines[1:]:
                 self._line(line)
 

@@ -16,10 +16,12 @@ from hitrate.projection.project import SystemPrompt
 from hitrate.tools.confine import ConfinementPolicy, detect
 
 TEMPLATE_FILE = "system_prompt.md.j2"
+TEXT_PROTOCOL_TEMPLATE_FILE = "system_prompt_text.md.j2"
+"""The system prompt of the text tool protocol (`harness.text_protocol`): one shell block per reply."""
 
 
-def default_template() -> str:
-    return resources.files("hitrate.harness").joinpath(TEMPLATE_FILE).read_text(encoding="utf-8")
+def default_template(name: str = TEMPLATE_FILE) -> str:
+    return resources.files("hitrate.harness").joinpath(name).read_text(encoding="utf-8")
 
 
 def default_system_prompt(
@@ -33,4 +35,17 @@ def default_system_prompt(
     return SystemPrompt(
         template=default_template(),
         variables={"tool_names": sorted(tool_names), "shell_confined": confined, "shell_network": network},
+    )
+
+
+def text_protocol_system_prompt(*, shell_confined: bool | None = None, policy: ConfinementPolicy | None = None) -> SystemPrompt:
+    """The system prompt of the text tool protocol: no tool list (requests carry no tools), the
+    reply format, the finish command and the shell's confinement, stable for a machine."""
+    from hitrate.harness.text_protocol import FINISH_COMMAND
+
+    confined = detect().confined if shell_confined is None else shell_confined
+    network = (policy or ConfinementPolicy()).network
+    return SystemPrompt(
+        template=default_template(TEXT_PROTOCOL_TEMPLATE_FILE),
+        variables={"finish_command": FINISH_COMMAND, "shell_confined": confined, "shell_network": network},
     )

@@ -33,6 +33,8 @@ from hitrate.harness.events import (
     CallStarted,
     EpochStarted,
     EventSink,
+    HarnessTurn,
+    HarnessTurnKind,
     TextDelta,
     discard,
 )
@@ -63,6 +65,7 @@ from hitrate.harness.session_native import SessionNative
 from hitrate.harness.session_compaction import SessionCompaction, prompt_too_long
 from hitrate.harness.session_record import Answered, SessionRecording
 from hitrate.harness.session_turns import SessionTurns, effort_miss
+from hitrate.harness.text_protocol import ToolProtocol
 from hitrate.harness.summary import EpochLine, SessionSummary, summarize
 from hitrate.harness.transcript_log import TranscriptLog
 from hitrate.harness.wire.effort import Effort
@@ -233,7 +236,9 @@ class Session(
         self.route = route
         self.ledger = ledger
         self.config = config or SessionConfig()
-        self.inputs = inputs or session_inputs(self.workspace)
+        self.tool_protocol: ToolProtocol = self.config.tool_protocol or route.spec.quirks.tool_protocol
+        """How tools reach the model: native function calling, or text (`harness.text_protocol`)."""
+        self.inputs = inputs or session_inputs(self.workspace, protocol=self.tool_protocol)
         self.sink = sink
         # Without a table given, the configured price source ($HITRATE_PRICES, the config file's
         # `prices`), else the shipped snapshot: evals and the TUI price calls as `run` does.
@@ -325,6 +330,15 @@ class Session(
         self.close_open_turn(NO_REPLY_NOTE)
         # Tool calls a killed process left unanswered are answered as interrupted, in this same turn.
         self._append(UserMessage(content=(*interrupted_tool_results(self.transcript), TextBlock(text=text))))
+
+    def add_harness_turn(self, step: int, kind: HarnessTurnKind, reason: str, text: str) -> None:
+        """Append a turn the harness writes after the model's reply (a repair or format-error turn:
+        `harness.repair`, `harness.text_protocol`) and announce it. It follows all that was sent,
+        so the cached prefix is untouched; it is stored like any user turn. After an empty reply
+        the turn is first closed with a placeholder, so roles keep alternating."""
+        self.close_open_turn(NO_REPLY_NOTE)
+        self._append(UserMessage(content=(TextBlock(text=text),)))
+        self.emit(HarnessTurn(session_id=self.id, step=step, kind=kind, reason=reason, text=text))
 
     def close_open_turn(self, note: str) -> bool:
         """End a turn that stopped before the model answered (it was cancelled, failed, or a limit

@@ -8,8 +8,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from hitrate.harness.compaction_settings import CompactionMode
-from hitrate.harness.prompts import default_system_prompt
+from hitrate.harness.prompts import default_system_prompt, text_protocol_system_prompt
 from hitrate.harness.retry import RetryPolicy
+from hitrate.harness.text_protocol import ToolProtocol
 from hitrate.harness.wire.effort import Effort
 from hitrate.harness.wire.timeouts import CallTimeouts
 from hitrate.projection.docs import ProjectDoc, discover_docs
@@ -52,6 +53,9 @@ class SessionConfig(BaseModel):
     clear_tool_results: bool = True
     """Before compacting, stub old large tool results when that saves more than the cache rewrite
     it causes (`projection.clearing`)."""
+    tool_protocol: ToolProtocol | None = None
+    """native: tools sent as the API's function calling; text: one fenced shell block per reply
+    (`harness.text_protocol`). None: the model's `tool_protocol` in the config file, else native."""
 
 
 @dataclass
@@ -65,9 +69,19 @@ class SessionInputs:
     """The docs found in the workspace, or the rendered docs section a resumed session recorded."""
 
 
-def session_inputs(workspace: Path, tools: ToolRegistry | None = None, system: SystemPrompt | str | None = None) -> SessionInputs:
-    """Tools (default set), their specs, the system prompt and the workspace's project docs (read once)."""
+def session_inputs(
+    workspace: Path, tools: ToolRegistry | None = None, system: SystemPrompt | str | None = None,
+    *, protocol: ToolProtocol = "native",
+) -> SessionInputs:
+    """Tools (default set), their specs, the system prompt and the workspace's project docs (read once).
+    Under the text protocol no tool spec is sent (the shell still runs the model's commands) and the
+    system prompt describes the reply format instead."""
     registry = tools if tools is not None else default_tools()
+    if protocol == "text":
+        return SessionInputs(
+            tools=registry, tool_specs=[], system=system if system is not None else text_protocol_system_prompt(),
+            docs=discover_docs(workspace),
+        )
     specs = [ToolSpec(name=s["name"], description=s["description"], input_schema=s["input_schema"]) for s in registry.schemas()]
     return SessionInputs(
         tools=registry,
