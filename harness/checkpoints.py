@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict
+
+from hitrate.tools.trusted_programs import inside, minimal_env, trusted_program
 
 
 class CheckpointError(RuntimeError):
@@ -64,9 +65,10 @@ class Checkpoints:
         key = hashlib.sha256(str(self.workspace).encode("utf-8")).hexdigest()[:16]
         self.git_dir = (store or default_store()) / key
         self.turns: list[TurnCheckpoint] = []
-        git = shutil.which("git")
-        if git is None:
-            raise CheckpointError("checkpoints need the git program (it is not on PATH); /undo is not available")
+        # From a system folder, never PATH: the agent's shell can plant `.venv/bin/git` in the workspace.
+        git = trusted_program("git")
+        if git is None or inside(git, self.workspace):
+            raise CheckpointError("checkpoints need the git program (none in a system folder); /undo is not available")
         self._git = git
         if not (self.git_dir / "HEAD").is_file():
             self.git_dir.mkdir(parents=True, exist_ok=True)
@@ -75,8 +77,8 @@ class Checkpoints:
             self._run("config", "gc.auto", "0")
 
     def _env(self, work_tree: bool) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
+        # No API keys and no PATH into the workspace for anything git starts.
+        env = minimal_env(
             GIT_DIR=str(self.git_dir),
             GIT_INDEX_FILE=str(self.git_dir / "hitrate-index"),
             GIT_CONFIG_GLOBAL=os.devnull,

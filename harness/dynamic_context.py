@@ -7,11 +7,12 @@ clock with minutes would produce a new context block every turn.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
+
+from hitrate.tools.trusted_programs import inside, minimal_env, trusted_program
 
 ContextProvider = Callable[[], dict[str, str]]
 
@@ -27,21 +28,23 @@ _SAFE_GIT_CONFIG: tuple[str, ...] = (
     "core.pager=cat",
     "submodule.recurse=false",
 )
-# A minimal environment: no API keys for a program git might start, and no GIT_DIR, GIT_CONFIG_*
-# or GIT_EXEC_PATH from the user's shell steering git elsewhere.
-_GIT_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
 
 def _git_env() -> dict[str, str]:
-    env = {name: os.environ[name] for name in _GIT_ENV_NAMES if name in os.environ}
-    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_CONFIG_NOSYSTEM": "1"})
-    return env
+    # A minimal environment: no API keys for a program git might start, no GIT_DIR, GIT_CONFIG_*
+    # or GIT_EXEC_PATH from the user's shell steering git elsewhere, and the system PATH only (a
+    # workspace virtualenv's bin first on PATH could hold a planted program git starts).
+    return minimal_env(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GIT_CONFIG_NOSYSTEM="1")
 
 
 def safe_git(workspace: Path, *args: str, timeout_s: float = 2.0) -> subprocess.CompletedProcess[str] | None:
     """Run `git -C workspace <args>` so that the repository's own config cannot run a program;
-    None when git is missing or does not finish in time."""
-    base = ["git", "--no-optional-locks", "-C", str(workspace)]
+    None when git is missing or does not finish in time. git comes from a system folder, never from
+    PATH: the agent's shell can write `.venv/bin/git` in the workspace."""
+    git = trusted_program("git")
+    if git is None or inside(git, workspace):
+        return None
+    base = [git, "--no-optional-locks", "-C", str(workspace)]
     for item in _SAFE_GIT_CONFIG:
         base += ["-c", item]
     env = _git_env()

