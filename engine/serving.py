@@ -274,7 +274,7 @@ class ChatService:
         """
         request = prepared.request
         parse = bool(request.tools) and request.parse_tool_calls
-        splitter = ToolCallStreamSplitter(tools_offered=parse)
+        splitter = ToolCallStreamSplitter(request.tool_names)
         sent: list[str] = []
         result: GenerationResult | None = None
         engine_stream = self.engine.stream(prepared.generation)
@@ -295,7 +295,7 @@ class ChatService:
                 close()
         if result is None:
             raise EngineError("the engine stream ended without a result")
-        tail = splitter.finish(request.tool_names) if parse else ParsedReply(content="")
+        tail = splitter.finish() if parse else ParsedReply(content="")
         if tail.content:
             sent.append(tail.content)
             yield tail.content

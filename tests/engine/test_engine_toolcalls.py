@@ -112,14 +112,14 @@ def test_parser_never_raises(text):
         json.dumps(call.arguments)
 
 
-def _stream(text: str, pieces: list[int], tools: bool = True) -> tuple[str, object]:
-    splitter = ToolCallStreamSplitter(tools_offered=tools)
+def _stream(text: str, pieces: list[int], names: list[str] | None = ("f",)) -> tuple[str, object]:
+    splitter = ToolCallStreamSplitter(names)
     out, pos = [], 0
     for size in pieces:
         out.append(splitter.feed(text[pos : pos + size]))
         pos += size
     out.append(splitter.feed(text[pos:]))
-    tail = splitter.finish(["f"])
+    tail = splitter.finish()
     return "".join(out) + tail.content, tail
 
 
@@ -134,7 +134,7 @@ def test_stream_splitter_holds_calls_back_even_when_the_marker_is_split():
 def test_stream_splitter_releases_a_false_alarm():
     shown, tail = _stream("a <tool_ b", [3, 4])
     assert shown == "a <tool_ b" and tail.tool_calls == []
-    shown, tail = _stream('{"answer": 42}', [4], tools=True)
+    shown, tail = _stream('{"answer": 42}', [4])
     assert shown == '{"answer": 42}' and tail.tool_calls == []
 
 
@@ -144,4 +144,177 @@ def test_stream_splitter_releases_a_false_alarm():
 def test_stream_splitter_loses_no_text_when_nothing_is_a_call(text, pieces):
     shown, tail = _stream(text, pieces)
     if not tail.tool_calls and not tail.invalid:
-        assert shown == text
+        assert shown == text.strip()
+
+
+# ---------------------------------------------------------------- plain JSON calls (fenced, bare)
+
+TOOLS = ["read_file", "shell", "list_dir"]
+READ = ToolCall("read_file", {"path": "roman.py"})
+
+
+def test_fenced_json_call_after_a_sentence():
+    text = 'To fix it, I will read the file first.\n\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```'
+    parsed = parse_tool_calls(text, TOOLS)
+    assert parsed.tool_calls == [READ]
+    assert parsed.content == "To fix it, I will read the file first." and parsed.invalid == []
+
+
+def test_fence_without_language_parameters_key_and_arguments_as_a_string():
+    text = '```\n{"name": "read_file", "parameters": {"path": "roman.py"}}\n```'
+    assert parse_tool_calls(text, TOOLS).tool_calls == [READ]
+    text = '```json\n{"name": "read_file", "arguments": "{\\"path\\": \\"roman.py\\"}"}\n```'
+    assert parse_tool_calls(text, TOOLS).tool_calls == [READ]
+    text = '```JSON\n{"type": "function", "name": "read_file", "parameters": {"path": "roman.py"}}\n```'
+    assert parse_tool_calls(text, TOOLS).tool_calls == [READ]
+
+
+def test_several_fenced_calls_with_prose_between_and_after():
+    text = ('First the file.\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```\n'
+            'Then the tests.\n```json\n[{"name": "shell", "arguments": {"command": "pytest -q"}},\n'
+            ' {"name": "list_dir", "arguments": {}}]\n```\nThat shows what fails.')
+    parsed = parse_tool_calls(text, TOOLS)
+    assert [c.name for c in parsed.tool_calls] == ["read_file", "shell", "list_dir"]
+    assert parsed.content == "First the file.\n\nThen the tests.\n\nThat shows what fails."
+
+
+def test_several_objects_in_one_fence_and_an_unclosed_final_fence():
+    text = ('```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n'
+            '{"name": "shell", "arguments": {"command": "ls"}}')
+    parsed = parse_tool_calls(text, TOOLS)
+    assert parsed.tool_calls == [READ, ToolCall("shell", {"command": "ls"})] and parsed.content == ""
+
+
+def test_a_fence_inside_a_string_argument_does_not_end_the_call():
+    content = "# Title\n\n```python\nprint(1)\n```\n"
+    text = "```json\n" + json.dumps({"name": "read_file", "arguments": {"path": content}}) + "\n```"
+    assert parse_tool_calls(text, TOOLS).tool_calls == [ToolCall("read_file", {"path": content})]
+
+
+def test_bare_calls_after_prose_run_to_the_end():
+    text = 'I will list the folder.\n{"name": "list_dir", "arguments": {"path": "."}}\n'
+    parsed = parse_tool_calls(text, TOOLS)
+    assert parsed.tool_calls == [ToolCall("list_dir", {"path": "."})] and parsed.content == "I will list the folder."
+    two = '{"name": "list_dir", "arguments": {}};\n{"name": "read_file", "arguments": {"path": "roman.py"}}'
+    assert [c.name for c in parse_tool_calls(two, TOOLS).tool_calls] == ["list_dir", "read_file"]
+
+
+def test_json_that_is_not_a_call_to_a_declared_tool_stays_text():
+    cases = [
+        # the task's own function, not a tool: stays text, nothing marked
+        '```json\n{"name": "from_roman", "arguments": {"text": "XIV"}}\n```',
+        '{"name": "from_roman", "arguments": {"text": "XIV"}}',
+        # ordinary JSON answers
+        '{"name": "read_file", "size": 3}',
+        '{"name": "Ada", "age": 36}',
+        '```json\n{"answer": 42}\n```',
+        # an example inside an explanation: prose after a bare object
+        'Call it like this:\n{"name": "read_file", "arguments": {"path": "a"}}\nand it returns the text.',
+        # another language, or an object in the middle of a line
+        '```python\n{"name": "read_file", "arguments": {"path": "a"}}\n```',
+        'The call was {"name": "read_file", "arguments": {"path": "a"}}',
+        # broken JSON
+        '```json\n{"name": "read_file", "arguments": {"path": }}\n```',
+        # arguments that are not an object, or both keys
+        '{"name": "read_file", "arguments": [1]}',
+        '{"name": "read_file", "arguments": {}, "parameters": {}}',
+    ]
+    for text in cases:
+        parsed = parse_tool_calls(text, TOOLS)
+        assert parsed.tool_calls == [] and parsed.invalid == [], text
+        assert parsed.content == text.strip()
+
+
+def test_plain_json_is_not_looked_for_without_declared_tools():
+    text = '```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```'
+    assert parse_tool_calls(text).tool_calls == [] and parse_tool_calls(text, []).tool_calls == []
+
+
+def test_the_end_of_a_python_block_does_not_open_a_call_fence():
+    text = '```python\nx = 1\n```\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```'
+    # The third fence closes nothing the model opened as a call; the object is followed by text.
+    assert parse_tool_calls(text, TOOLS).tool_calls == []
+    text = '```python\nx = 1\n```\nNow:\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```'
+    parsed = parse_tool_calls(text, TOOLS)
+    assert parsed.tool_calls == [READ] and parsed.content == "```python\nx = 1\n```\nNow:"
+
+
+# ---------------------------------------------------------------- streaming: same result, held back no longer than needed
+
+STREAM_CASES = [
+    'To fix it, I will read the file first.\n\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```',
+    '```\n{"name": "read_file", "parameters": {"path": "roman.py"}}\n```\nDone.',
+    'I will list the folder.\n{"name": "list_dir", "arguments": {"path": "."}}\n',
+    '```json\n{"name": "from_roman", "arguments": {"text": "XIV"}}\n```',
+    'Here is the code:\n```python\ndef f():\n    return {"name": "read_file"}\n```\nRun it.',
+    '```python\nx = 1\n```\nNow:\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```',
+    'Call it like this:\n{"name": "read_file", "arguments": {"path": "a"}}\nand it returns the text.',
+    'Sure.\n<tool_call>\n{"name": "shell", "arguments": {"command": "pytest -q"}}\n</tool_call>',
+    '  \n{"name": "shell", "arguments": {"command": "ls"}}',
+    'Use ``` fences and [links](x) and {braces}.\n[1] note\n{"a": 1}',
+    '```json\n{"name": "read_file", "arguments": {"path": }}\n```',
+    'The list: [\n{"name": "list_dir", "arguments": {}}]',
+]
+
+
+def _feed_at(text: str, cuts: list[int], names=TOOLS) -> tuple[list[str], object]:
+    splitter = ToolCallStreamSplitter(names)
+    bounds = [0, *cuts, len(text)]
+    pieces = [splitter.feed(text[a:b]) for a, b in zip(bounds, bounds[1:])]
+    return pieces, splitter.finish()
+
+
+def test_stream_equals_the_whole_parse_at_every_chunk_boundary():
+    for text in STREAM_CASES:
+        whole = parse_tool_calls(text, TOOLS)
+        for cut in range(len(text) + 1):
+            pieces, tail = _feed_at(text, [cut])
+            assert "".join(pieces) + tail.content == whole.content, (text, cut)
+            assert tail.tool_calls == whole.tool_calls and tail.invalid == whole.invalid
+        pieces, tail = _feed_at(text, list(range(1, len(text))))  # one character at a time
+        assert "".join(pieces) + tail.content == whole.content and tail.tool_calls == whole.tool_calls
+
+
+def test_nothing_of_a_call_is_ever_forwarded():
+    text = STREAM_CASES[0]
+    pieces, tail = _feed_at(text, list(range(1, len(text))))
+    assert "".join(pieces) == "To fix it, I will read the file first." and tail.tool_calls == [READ]
+    assert tail.content == ""
+
+
+def test_prose_and_other_code_blocks_are_not_delayed():
+    text = 'Here is the code:\n```python\ndef f():\n    return {"name": "read_file"}\n```\nRun it.'
+    splitter = ToolCallStreamSplitter(TOOLS)
+    shown = ""
+    for i, ch in enumerate(text):
+        shown += splitter.feed(ch)
+        seen = text[: i + 1]
+        # Held back at most: trailing whitespace, two backticks, or a fence before its language is known.
+        held = seen[len(shown):]
+        assert seen.startswith(shown)
+        assert held.strip() in ("", "`", "``", "```") or held.lstrip().startswith("```") and len(held.strip()) <= 4, (i, held)
+    assert shown + splitter.finish().content == text
+
+
+def test_a_fence_opening_is_decided_within_a_few_characters():
+    splitter = ToolCallStreamSplitter(TOOLS)
+    assert splitter.feed("Look:\n```py") == "Look:\n```py"  # not json: released at once
+    splitter = ToolCallStreamSplitter(TOOLS)
+    assert splitter.feed("Look:\n```json\n{") == "Look:"  # may be a call: held
+    assert splitter.feed('"name": "re') == ""  # the start of "read_file"
+    assert splitter.feed('ad_file", ') == ""  # a call: held to the end
+    splitter = ToolCallStreamSplitter(TOOLS)
+    assert splitter.feed("Look:\n```json\n{") == "Look:"
+    assert splitter.feed('"name": "pa') == '\n```json\n{"name": "pa'  # no declared tool starts so: released
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(list(' \n{}[]`":,ab') + ["```", "```json\n", '{"name": ', '"read_file"', '"f"',
+                                                          '"arguments": {}', "<tool_call>", "}\n```\n", "json"]),
+                max_size=30).map("".join),
+       st.lists(st.integers(0, 60), max_size=6))
+def test_stream_always_ends_like_the_whole_parse(text, cuts):
+    whole = parse_tool_calls(text, ["read_file", "f"])
+    pieces, tail = _feed_at(text, sorted(c for c in cuts if c <= len(text)), ["read_file", "f"])
+    assert "".join(pieces) + tail.content == whole.content
+    assert tail.tool_calls == whole.tool_calls
