@@ -31,7 +31,8 @@ SWEBENCH_EXIT = ">>>>> Test Exit Code"
 
 def grade_benchmark(task: Task, source: Path, overlay: Path | None, timeout_s: float | None, root: Path) -> GradeResult:
     grader = task.spec.grader
-    work_dir = root / "work"
+    # Exercism's C++ CMakeLists.txt takes the exercise's name from its folder.
+    work_dir = root / (grader.grading_folder if isinstance(grader, CommandGrader) else "work")
     if isinstance(grader, HarborGrader):
         return _grade_harbor(task, source, overlay, root)
     shutil.copytree(source, work_dir, symlinks=True, ignore=_COPY_IGNORE)

@@ -11,6 +11,7 @@ import functools
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 from hitrate.evals.container_cli import ContainerCli, ContainerError
 from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader
@@ -63,13 +64,29 @@ def in_official_image(grader: SwebenchGrader) -> bool:
     return bool(grader.image and grader.eval_script) and container_runtime()[0] is not None and official_harness()
 
 
+def cargo_home() -> Path:
+    return Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+
+
+def offline_crates(names: list[str]) -> list[str]:
+    """Those of the crates cargo cannot get offline: no download of theirs in cargo's registry
+    cache (`$CARGO_HOME/registry/cache/<registry>/<name>-<version>.crate`). Which version the
+    manifest asks for is left to cargo, which says so when the cached one does not fit."""
+    cache = cargo_home() / "registry" / "cache"
+    cached = {c.name.rsplit("-", 1)[0] for c in cache.glob("*/*.crate")} if cache.is_dir() else set()
+    return [name for name in names if name not in cached]
+
+
 def unmet(grader: Grader | None) -> str | None:
     """Why a task with this grader cannot run here; None when it can."""
     if grader is None:
         return None
     if isinstance(grader, CommandGrader):
         missing = [p for p in grader.requires if shutil.which(p) is None]
-        return f"the {grader.language} toolchain is not on PATH (missing: {', '.join(missing)})" if missing else None
+        if missing:
+            return f"the {grader.language} toolchain is not on PATH (missing: {', '.join(missing)})"
+        crates = offline_crates(grader.crates)
+        return f"its Cargo.toml needs crates not available offline here: {', '.join(crates)}" if crates else None
     if isinstance(grader, SwebenchGrader):
         if grader.local_blocker is None or in_official_image(grader):
             return None
@@ -85,6 +102,14 @@ def unmet(grader: Grader | None) -> str | None:
             return f"a Terminal-Bench task runs in its environment/ container; no container runtime is reachable ({why})"
         return None
     raise TypeError(f"unknown grader {grader!r}")
+
+
+def oracle_unmet(grader: Grader | None) -> str | None:
+    """Why the task's reference solution cannot run here although the task can (the oracle then
+    cannot prove it); None when it can."""
+    if isinstance(grader, CommandGrader) and (crates := offline_crates(grader.oracle_crates)):
+        return f"the reference solution needs crates not available offline here: {', '.join(crates)}"
+    return None
 
 
 def container_cli() -> ContainerCli:

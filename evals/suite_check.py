@@ -7,6 +7,7 @@ every listed test passes once solution/ is overlaid, and no test runs that the t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from hitrate.evals.grading import GradeResult, grade
 from hitrate.evals.junit import TestOutcome
+from hitrate.evals.requirements import oracle_unmet
 from hitrate.evals.task import Task
 
 
@@ -25,14 +27,25 @@ class TaskCheck(BaseModel):
     on_workspace: GradeResult
     with_solution: GradeResult
     problems: list[str]
+    not_runnable: str | None = None
+    """Why the oracle cannot prove the task on this machine (the reference solution needs what is
+    not here, e.g. a crate not available offline): neither sound nor broken."""
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and self.not_runnable is None
+
+    @property
+    def verdict(self) -> str:
+        return "not runnable here" if self.not_runnable is not None else ("ok" if not self.problems else "BROKEN")
 
     @property
     def duration_s(self) -> float:
         return self.on_workspace.duration_s + self.with_solution.duration_s
+
+
+# The line of a test run's output that says why nothing could be collected (an import error).
+_ERROR_LINE = re.compile(r"^E?\s*((?:\w+\.)*\w*(?:Error|Exception)\b:? .*)$", re.MULTILINE)
 
 
 def _run_problems(label: str, result: GradeResult) -> list[str]:
@@ -46,24 +59,65 @@ def _run_problems(label: str, result: GradeResult) -> list[str]:
     return []
 
 
-def check_task(task: Task) -> TaskCheck:
-    """Grade workspace/ alone and workspace/ + solution/, and list what makes the task unsound."""
-    on_workspace = grade(task)
-    with_solution = grade(task, overlay=task.solution_dir)
-    problems = _run_problems("workspace/", on_workspace) + _run_problems("solution/", with_solution)
-    if not problems:
+def _none_ran(label: str, result: GradeResult) -> str:
+    """One line for a run in which no listed test ran, with the error that stopped them."""
+    found = _ERROR_LINE.search(result.output)
+    cause = found.group(1).strip() if found else f"exit status {result.exit_code}"
+    return f"none of the {len(result.outcomes)} listed tests ran on {label}: {cause}"
+
+
+def _fails_at_start(task: Task) -> str:
+    return task.spec.tests.fails_at_start if task.spec.tests is not None else "every"
+
+
+def _outcome_problems(task: Task, on_workspace: GradeResult, with_solution: GradeResult) -> list[str]:
+    problems: list[str] = []
+    ran_on_workspace = any(o is not TestOutcome.missing for o in on_workspace.outcomes.values())
+    if task.pass_to_pass and not ran_on_workspace:
+        # Pass-to-pass tests that cannot even be collected say nothing about the task; the cause
+        # (a missing dependency, an import error) is one line, not one per test.
+        problems.append(_none_ran("workspace/", on_workspace))
+    elif _fails_at_start(task) == "any":
+        if all(on_workspace.outcomes[node_id] is TestOutcome.passed for node_id in task.fail_to_pass):
+            problems.append("every fail_to_pass test already passes on workspace/: the task does not fail at the start")
+    else:
         for node_id in task.fail_to_pass:
             if on_workspace.outcomes[node_id] is TestOutcome.passed:
                 problems.append(f"fail_to_pass test already passes on workspace/: {node_id}")
+    if ran_on_workspace:
         for node_id in task.pass_to_pass:
             outcome = on_workspace.outcomes[node_id]
             if outcome is not TestOutcome.passed:
                 problems.append(f"pass_to_pass test is {outcome} on workspace/: {node_id}")
+    if len(with_solution.outcomes) > 1 and all(o is TestOutcome.missing for o in with_solution.outcomes.values()):
+        problems.append(_none_ran("solution/", with_solution))
+    else:
         for node_id, outcome in with_solution.outcomes.items():
             if outcome is not TestOutcome.passed:
                 problems.append(f"test is {outcome} with solution/: {node_id}")
-        for shown, outcome in with_solution.unlisted.items():
-            problems.append(f"test ran ({outcome}) but is in neither fail_to_pass nor pass_to_pass: {shown}")
+    for shown, outcome in with_solution.unlisted.items():
+        problems.append(f"test ran ({outcome}) but is in neither fail_to_pass nor pass_to_pass: {shown}")
+    return problems
+
+
+def check_task(task: Task) -> TaskCheck:
+    """Grade workspace/ alone and workspace/ + solution/, and list what makes the task unsound."""
+    on_workspace = grade(task)
+    blocker = oracle_unmet(task.spec.grader)
+    if blocker is not None:
+        # The reference cannot run here: its run would only show the missing piece.
+        skipped = GradeResult(
+            task_id=task.id, resolved=False, outcomes={t: TestOutcome.missing for t in task.test_ids}, unlisted={},
+            f2p_passed=0, f2p_total=len(task.fail_to_pass), p2p_passed=0, p2p_total=len(task.pass_to_pass),
+            exit_code=None, timed_out=False, infra_error=f"not run: {blocker}", duration_s=0.0, output="",
+        )  # fmt: skip
+        problems = _run_problems("workspace/", on_workspace)
+        return TaskCheck(task_id=task.id, difficulty=str(task.spec.difficulty), on_workspace=on_workspace,
+                         with_solution=skipped, problems=problems, not_runnable=blocker)  # fmt: skip
+    with_solution = grade(task, overlay=task.solution_dir)
+    problems = _run_problems("workspace/", on_workspace) + _run_problems("solution/", with_solution)
+    if not problems:
+        problems = _outcome_problems(task, on_workspace, with_solution)
     return TaskCheck(
         task_id=task.id,
         difficulty=str(task.spec.difficulty),

@@ -23,7 +23,7 @@ import shlex
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -90,6 +90,10 @@ class TaskTests(BaseModel):
     """Node ids that fail on workspace/ and must pass once the task is done."""
     pass_to_pass: list[str] = []
     """Node ids that already pass on workspace/ and must keep passing."""
+    fails_at_start: Literal["every", "any"] = "every"
+    """What a sound task shows on workspace/: every fail_to_pass test failing (SWE-bench's rule),
+    or the task as a whole failing, any one of them (Aider's polyglot rule, whose stubs may pass a
+    test or two already). Either way every test must pass once the task is done."""
 
     @field_validator("command")
     @classmethod

@@ -42,6 +42,20 @@ class CommandGrader(BaseModel):
     """Aider's benchmark gives each test run 180 s."""
     env: dict[str, str] = {}
     """Extra environment for the command (relative values are resolved in the grading folder)."""
+    grading_folder: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = "work"
+    """The name of the folder the command runs in: Exercism's C++ CMakeLists.txt names the build
+    and its source files after it, so an exercise is graded in a folder named after itself."""
+    crates: list[str] = []
+    """Rust crates the exercise's own Cargo.toml needs: without them offline, it cannot run here."""
+    oracle_crates: list[str] = []
+    """Rust crates only the reference solution needs (`.meta/Cargo-example.toml`): without them
+    offline the task still runs, but the oracle cannot prove it here."""
+
+    @property
+    def title(self) -> str:
+        """What produces the command's output, for headings: the first program it requires
+        (cargo, go, cmake), else the command's own first word."""
+        return self.requires[0] if self.requires else self.command[0]
 
 
 class SwebenchGrader(BaseModel):

@@ -22,6 +22,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+from tomlkit.exceptions import ParseError
+
 from hitrate.evals.benchmarks.materialise import BenchmarkError, copy_file, write_task_toml
 
 LICENCE = "MIT (Exercism tracks)"
@@ -105,18 +108,27 @@ def instruction(exercise: Path, solution_files: list[str]) -> str:
 
 
 def example_targets(examples: list[str], solutions: list[str]) -> dict[str, str]:
-    """Which solution file each example file stands for: the one with the same name, else the one
-    with the same suffix (`.meta/example.py` -> `leap.py`, `.meta/example.rs` -> `src/lib.rs`)."""
-    targets: dict[str, str] = {}
-    for example in examples:
-        name, suffix = Path(example).name, Path(example).suffix
-        same_name = [s for s in solutions if Path(s).name == name]
-        same_suffix = [s for s in solutions if Path(s).suffix == suffix and s not in targets.values()]
-        chosen = same_name or same_suffix
-        if not chosen:
-            raise ValueError(f"example file {example} matches no solution file of {solutions}")
-        targets[example] = chosen[0]
-    return targets
+    """Where each example (reference) file goes in the solution: over the solution file with the
+    same name; else over the one solution file of its suffix no example of that name claims
+    (`.meta/example.py` -> `leap.py`, `.meta/example.rs` -> `src/lib.rs`); else, as a helper
+    class of the reference (Java's `Frame.java` beside `BowlingGame.java`), beside the solution
+    files of its suffix under its own name. The answer does not depend on the order of the lists."""
+    by_name = {Path(s).name: s for s in solutions}
+    targets = {e: by_name[Path(e).name] for e in examples if Path(e).name in by_name}
+    claimed = set(targets.values())
+    for suffix in sorted({Path(e).suffix for e in examples if e not in targets}):
+        rest = sorted(e for e in examples if e not in targets and Path(e).suffix == suffix)
+        free = [s for s in solutions if Path(s).suffix == suffix and s not in claimed]
+        same_suffix = [s for s in solutions if Path(s).suffix == suffix]
+        if len(rest) == 1 and len(free) == 1:
+            targets[rest[0]] = free[0]
+        elif not free and same_suffix:
+            folder = Path(same_suffix[0]).parent
+            for example in rest:
+                targets[example] = (folder / Path(example).name).as_posix()
+        else:
+            raise ValueError(f"example files {rest} match no solution file of {solutions}")
+    return {e: targets[e] for e in examples}
 
 
 def python_test_ids(test_file: Path, rel: str) -> list[str]:
@@ -172,6 +184,13 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
             copy_file(path, task_dir / "workspace" / rel)
     for example, target in targets.items():
         copy_file(exercise / example, task_dir / "solution" / target)
+    crates: dict[str, list[str]] = {}
+    if track == "rust":
+        try:
+            crates = _rust_manifests(exercise, task_dir)
+        except ValueError as exc:
+            shutil.rmtree(task_dir)
+            return task_id, str(exc)
     spec: dict[str, Any] = {
         "id": task_id,
         "title": f"Exercism {track}: {exercise.name}",
@@ -189,18 +208,45 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
         if not ids:
             shutil.rmtree(task_dir)
             return task_id, "its test files define no tests"
-        spec["tests"] = {"command": "pytest tests", "timeout_s": 180.0, "fail_to_pass": ids}
+        # Aider's rule is per task: the exercise as a whole fails at the start (some stubs pass a
+        # test or two already), and every test passes once it is solved.
+        spec["tests"] = {"command": "pytest tests", "timeout_s": 180.0, "fail_to_pass": ids, "fails_at_start": "any"}
     else:
         for rel in files["test"]:
             copy_file(exercise / rel, task_dir / "tests" / rel)
             if track == "javascript":
                 test = task_dir / "tests" / rel
                 test.write_text(re.sub(r"\bxtest\(", "test(", test.read_text(encoding="utf-8")), encoding="utf-8")
-        spec["grader"] = {"kind": "command", "language": track, "test_files": list(files["test"]), **TRACKS[track]}
+        spec["grader"] = {"kind": "command", "language": track, "test_files": list(files["test"]), **TRACKS[track],
+                          "grading_folder": exercise.name, **crates}  # fmt: skip
     (task_dir / "instruction.md").write_text(text, encoding="utf-8")
     write_task_toml(task_dir, spec)
     return task_id, None
 
+
+def _dependencies(manifest: Path) -> dict[str, Any]:
+    try:
+        table = tomlkit.parse(manifest.read_text(encoding="utf-8")).get("dependencies") or {}
+    except (OSError, ParseError) as exc:
+        raise ValueError(f"{manifest.name} cannot be read: {exc}") from exc
+    return dict(table)
+
+
+def _rust_manifests(exercise: Path, task_dir: Path) -> dict[str, list[str]]:
+    """The crates the exercise's Cargo.toml needs, and those only its reference needs: the
+    reference's dependencies live in `.meta/Cargo-example.toml`, and go into the solution's
+    Cargo.toml (the exercise's own, with those dependencies added) for the oracle's run."""
+    own = exercise / "Cargo.toml"
+    needed = _dependencies(own) if own.is_file() else {}
+    example = exercise / ".meta" / "Cargo-example.toml"
+    extra = {name: spec for name, spec in _dependencies(example).items() if name not in needed} if example.is_file() else {}
+    if extra and own.is_file():
+        manifest = tomlkit.parse(own.read_text(encoding="utf-8"))
+        table = manifest.setdefault("dependencies", tomlkit.table())
+        for name, spec in _dependencies(example).items():
+            table[name] = spec
+        (task_dir / "solution" / "Cargo.toml").write_text(tomlkit.dumps(manifest), encoding="utf-8")
+    return {"crates": sorted(needed), "oracle_crates": sorted(extra)}
 
 
 def _task_id(track: str, slug: str) -> str:

@@ -36,7 +36,17 @@ def _console() -> Console:
     return console if console.is_terminal else Console(width=160)
 
 
-def _load(suite: str | None, console: Console, repos: str | None = None) -> Suite:
+LanguageOpt = Annotated[
+    Optional[str],
+    typer.Option("--language", help="Only tasks of these languages, comma-separated (an Exercism track: python,cpp,rust,go,java,javascript)."),
+]
+
+
+def _languages(value: str | None) -> set[str]:
+    return {part.strip().lower() for part in (value or "").split(",") if part.strip()}
+
+
+def _load(suite: str | None, console: Console, repos: str | None = None, languages: set[str] | None = None) -> Suite:
     from hitrate.evals.benchmarks import BenchmarkError, resolve_suite
     from hitrate.evals.task import SuiteFormatError, load_suite
 
@@ -45,6 +55,10 @@ def _load(suite: str | None, console: Console, repos: str | None = None) -> Suit
     except (FileNotFoundError, SuiteFormatError, BenchmarkError) as exc:
         console.print(f"[red]error:[/red] {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from exc
+    if languages:
+        # A converted task is tagged with its language; its id starts with it (python-leap).
+        unavailable = {t: r for t, r in loaded.unavailable.items() if t.split("-", 1)[0] in languages}
+        loaded = loaded.model_copy(update={"tasks": [t for t in loaded.tasks if languages & set(t.spec.tags)], "unavailable": unavailable})
     for task_id, reason in sorted(loaded.unavailable.items()):
         console.print(f"unavailable here: {task_id}: {reason}", markup=False, highlight=False, soft_wrap=True)
     return loaded
@@ -70,7 +84,7 @@ def _check_table(suite: Suite, checks: list[TaskCheck]) -> Table:
         f2p, p2p = checked.fail_to_pass, checked.pass_to_pass
         f2p_failing = len(f2p) - _count(check.on_workspace.outcomes, f2p)
         solved = _count(check.with_solution.outcomes, f2p + p2p)
-        verdict = "[green]ok[/green]" if check.ok else "[red]BROKEN[/red]"
+        verdict = {"ok": "[green]ok[/green]", "BROKEN": "[red]BROKEN[/red]"}.get(check.verdict, f"[yellow]{check.verdict}[/yellow]")
         table.add_row(
             check.task_id,
             check.difficulty,
@@ -83,16 +97,28 @@ def _check_table(suite: Suite, checks: list[TaskCheck]) -> Table:
     return table
 
 
+def _output_title(task) -> str:
+    """What produced a task's test output: its test command's program (cargo, cmake, go, ...)."""
+    from hitrate.evals.task_graders import CommandGrader, HarborGrader
+
+    grader = task.spec.grader
+    if isinstance(grader, CommandGrader):
+        return grader.title
+    if isinstance(grader, HarborGrader):
+        return "tests/test.sh"
+    return "pytest"
+
+
 def register(app: typer.Typer) -> None:
     suite_app = typer.Typer(
         help="Eval task suites: list their tasks and prove each one is sound.", no_args_is_help=True
     )
 
     @suite_app.command("list")
-    def list_tasks(suite: SuiteArg = None, repos: ReposOpt = None) -> None:
+    def list_tasks(suite: SuiteArg = None, repos: ReposOpt = None, language: LanguageOpt = None) -> None:
         """List a suite's tasks with difficulty, tags, limits and test counts."""
         console = _console()
-        loaded = _load(suite, console, repos)
+        loaded = _load(suite, console, repos, _languages(language))
         table = Table(title=f"suite {loaded.name}: {len(loaded.tasks)} tasks ({loaded.root})", box=box.SIMPLE_HEAD)
         table.add_column("task", no_wrap=True)
         table.add_column("level", no_wrap=True)
@@ -127,8 +153,13 @@ def register(app: typer.Typer) -> None:
                                         help="Tasks checked in parallel [default: the CPUs, at most 8].")
         ] = None,
         show_output: Annotated[
-            bool, typer.Option("--show-output", help="Print pytest's output for every broken task.")
+            bool, typer.Option("--show-output", help="Print the test command's output for every broken task.")
         ] = False,
+        language: LanguageOpt = None,
+        sample: Annotated[
+            Optional[int], typer.Option("--sample", min=1, help="Check this many tasks drawn at random (see --seed).")
+        ] = None,
+        seed: Annotated[int, typer.Option("--seed", help="Seed of --sample's draw.")] = 0,
     ) -> None:
         """Prove every task: F2P tests fail on workspace/, every test passes with solution/ applied."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -137,12 +168,17 @@ def register(app: typer.Typer) -> None:
 
         workers = workers or default_workers()
         console = _console()
-        loaded = _load(suite, console, repos)
+        loaded = _load(suite, console, repos, _languages(language))
         try:
             tasks = loaded.select(task) if task else loaded.tasks
         except KeyError as exc:
             console.print(f"[red]error:[/red] {exc.args[0]}", highlight=False)
             raise typer.Exit(2) from exc
+        if sample is not None and sample < len(tasks):
+            import random
+
+            drawn = set(random.Random(seed).sample(range(len(tasks)), sample))
+            tasks = [t for i, t in enumerate(tasks) if i in drawn]
 
         with Progress(
             TextColumn("checking"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -152,21 +188,30 @@ def register(app: typer.Typer) -> None:
             checks = check_tasks(tasks, workers=workers, on_done=lambda _: progress.advance(bar))
 
         console.print(_check_table(loaded, checks))
-        broken = [c for c in checks if not c.ok]
+        broken = [c for c in checks if c.problems]
+        for c in checks:
+            if c.not_runnable is not None:
+                console.print(f"not runnable here: {c.task_id}: {c.not_runnable}", highlight=False, markup=False, soft_wrap=True)
         for c in broken:
             console.print(f"[red]{c.task_id}[/red]", highlight=False)
             for problem in c.problems:
                 console.print(f"  - {problem}", highlight=False, markup=False, soft_wrap=True)
             if show_output:
+                tool = _output_title(loaded.task(c.task_id))
                 for label, result in (("workspace/", c.on_workspace), ("solution/", c.with_solution)):
-                    console.rule(f"{c.task_id}: pytest output on {label}")
+                    console.rule(f"{c.task_id}: {tool} output on {label}")
                     console.print(visible(result.output), highlight=False, markup=False, soft_wrap=True)
         total = sum(c.duration_s for c in checks)
+        sound = sum(c.ok for c in checks)
+        unproved = len(checks) - sound - len(broken)
         console.print(
-            f"{len(checks) - len(broken)}/{len(checks)} tasks sound; {total:.1f} s of test runs, {workers} workers",
+            f"{sound}/{len(checks)} tasks sound"
+            + (f", {unproved} not runnable here" if unproved else "")
+            + f"; {total:.1f} s of test runs, {workers} workers",
             highlight=False,
         )
-        if broken:
+        if broken or not sound:
+            # Nothing proved (every task unavailable, or none selected) is no proof either.
             raise typer.Exit(1)
 
     app.add_typer(suite_app, name="suite")

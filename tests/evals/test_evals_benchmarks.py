@@ -374,3 +374,128 @@ def test_suite_cli_checks_a_benchmark_and_lists_what_cannot_run(monkeypatch, tmp
     wrong = CliRunner().invoke(app, ["eval", f"aider-polyglot:{POLYGLOT}", "--repos", str(SWEBENCH_REPOS), "--model", "openai-compat/x@http://127.0.0.1:9/v1",
                                      "--db", str(tmp_path / "runs.db")])  # fmt: skip
     assert wrong.exit_code == 2 and "--repos is for swebench" in " ".join(wrong.output.split())
+
+
+# ---- Aider polyglot: exercises captured from the published benchmark ------------------------------
+
+REAL_POLYGLOT = FIXTURES / "aider-polyglot-real"
+
+
+def _real_polyglot():
+    return load_suite(resolve_suite(f"aider-polyglot:{REAL_POLYGLOT}"))
+
+
+@pytest.mark.skipif(any(shutil.which(p) is None for p in ("cmake", "make", "g++")), reason="no C++ toolchain (cmake, make, g++)")
+def test_cpp_exercise_is_graded_in_a_folder_named_after_it():
+    # Exercism's CMakeLists.txt builds `<folder name>_test.cpp`: in a folder named `work` the build
+    # looked for work_test.cpp and every C++ exercise was broken.
+    task = _real_polyglot().task("cpp-zebra-puzzle")
+    assert task.spec.grader.grading_folder == "zebra-puzzle"
+    [check] = check_tasks([task], workers=1)
+    assert check.problems == [], check.with_solution.output
+    assert not check.on_workspace.resolved and check.with_solution.resolved
+    assert "2 test cases, 0 failed" in check.with_solution.output
+
+
+def test_python_exercise_fails_at_the_start_as_a_whole_not_test_by_test(tmp_path):
+    # The published dominoes stub already passes some of its tests; Aider's rule asks only that the
+    # exercise as a whole fails at the start.
+    task = _real_polyglot().task("python-dominoes")
+    assert task.spec.tests.fails_at_start == "any"
+    [check] = check_tasks([task], workers=1)
+    assert check.problems == [] and 0 < check.on_workspace.f2p_passed < check.on_workspace.f2p_total
+    assert check.with_solution.resolved
+    # A stub that passes every test is still no task.
+    solved = tmp_path / "suite" / task.id
+    shutil.copytree(task.root, solved)
+    shutil.copyfile(task.solution_dir / "dominoes.py", solved / "workspace" / "dominoes.py")
+    [again] = check_tasks([load_task(solved)], workers=1)
+    assert again.problems == ["every fail_to_pass test already passes on workspace/: the task does not fail at the start"]
+
+
+def test_rust_reference_dependencies_go_into_the_solutions_manifest(tmp_path, monkeypatch):
+    monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    suite = _real_polyglot()
+    task = suite.task("rust-robot-name")
+    grader = task.spec.grader
+    assert (grader.crates, grader.oracle_crates) == ([], ["rand"])
+    manifest = (task.solution_dir / "Cargo.toml").read_text()
+    assert 'rand = "0.3.12"' in manifest and 'name = "robot-name"' in manifest and "new_without_default" in manifest
+    assert "rand" not in (task.workspace_dir / "Cargo.toml").read_text()
+    # Offline without the crate, the oracle cannot prove the task: not runnable here, not broken.
+    assert requirements.oracle_unmet(grader) == "the reference solution needs crates not available offline here: rand"
+    if shutil.which("cargo"):
+        [check] = check_tasks([task], workers=1)
+        assert check.verdict == "not runnable here" and check.problems == [] and not check.ok
+        assert check.not_runnable == requirements.oracle_unmet(grader)
+    # Once cargo has the crate in its registry cache, it can.
+    cached = tmp_path / "cargo-home" / "registry" / "cache" / "index.crates.io-6f17d22bba15001f"
+    cached.mkdir(parents=True)
+    (cached / "rand-0.3.23.crate").write_bytes(b"")
+    assert requirements.oracle_unmet(grader) is None
+    # A crate the exercise's own manifest needs keeps the whole task from running.
+    needs_time = grader.model_copy(update={"crates": ["time", "rand"]})
+    assert requirements.unmet(needs_time) == "its Cargo.toml needs crates not available offline here: time"
+
+
+def test_java_reference_helper_classes_are_copied_beside_the_solution():
+    from itertools import permutations
+
+    from hitrate.evals.benchmarks.exercism import example_targets
+
+    suite = _real_polyglot()
+    task_dir = suite.root / "java-poker"
+    reference = REAL_POLYGLOT / "java/exercises/practice/poker/.meta/src/reference/java"
+    solution = task_dir / "solution" / "src/main/java"
+    assert sorted(p.name for p in solution.iterdir()) == ["Card.java", "Hand.java", "Poker.java"]
+    for name in ("Card.java", "Hand.java", "Poker.java"):
+        assert (solution / name).read_text() == (reference / name).read_text()
+    # The same files land in the same places whatever order config.json lists them in.
+    examples = [f".meta/src/reference/java/{n}" for n in ("Card.java", "Hand.java", "Poker.java")]
+    placed = {tuple(sorted(example_targets(list(order), ["src/main/java/Poker.java"]).items())) for order in permutations(examples)}
+    assert len(placed) == 1
+    assert example_targets([".meta/example.py"], ["leap.py"]) == {".meta/example.py": "leap.py"}
+    assert example_targets([".meta/example.cpp", ".meta/example.h"], ["a.h", "a.cpp"]) == {".meta/example.cpp": "a.cpp", ".meta/example.h": "a.h"}
+    with pytest.raises(ValueError, match="match no solution file"):
+        example_targets([".meta/example.js"], ["src/lib.rs"])
+
+
+def _cli():
+    import typer
+
+    from hitrate.evals.commands import suite as cli_suite
+
+    app = typer.Typer()
+    cli_suite.register(app)
+    return app
+
+
+def test_suite_check_selects_languages_and_samples_and_fails_when_it_proved_nothing(monkeypatch):
+    from typer.testing import CliRunner
+
+    app = _cli()
+    checked = CliRunner().invoke(app, ["suite", "check", f"aider-polyglot:{POLYGLOT}", "--language", "python", "-j", "2"])
+    assert checked.exit_code == 0, checked.output
+    assert "2/2 tasks sound" in checked.output and "go-leap" not in checked.output and "rust-" not in checked.output
+    sampled = CliRunner().invoke(app, ["suite", "check", f"aider-polyglot:{POLYGLOT}", "--language", "python", "--sample", "1", "--seed", "3"])
+    assert sampled.exit_code == 0 and "1/1 tasks sound" in sampled.output
+    monkeypatch.setattr(requirements, "container_runtime", lambda: (None, "no daemon"))
+    nothing = CliRunner().invoke(app, ["suite", "check", f"terminal-bench:{HARBOR}"])
+    assert nothing.exit_code == 1 and "0/0 tasks sound" in nothing.output
+
+
+def test_show_output_is_titled_after_the_test_command(tmp_path):
+    from typer.testing import CliRunner
+
+    task_dir = tmp_path / "suite" / "sh-answer"
+    for rel, text in {"workspace/answer.txt": "41\n", "solution/answer.txt": "41\n", "tests/check.sh": 'echo "got $(cat answer.txt)"; test "$(cat answer.txt)" = 42\n',
+                      "instruction.md": "Put 42 in answer.txt.\n"}.items():  # fmt: skip
+        (task_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task_dir / rel).write_text(text)
+    (task_dir / "task.toml").write_text(
+        'id = "sh-answer"\ntitle = "t"\ndifficulty = "easy"\n[limits]\nmax_steps = 3\nmax_cost_usd = 1\nmax_wall_s = 60\n'
+        '[grader]\nkind = "command"\nlanguage = "sh"\ncommand = ["sh", "check.sh"]\nrequires = ["sh"]\ntest_files = ["check.sh"]\n'
+    )
+    result = CliRunner().invoke(_cli(), ["suite", "check", str(tmp_path / "suite"), "--show-output"])
+    assert result.exit_code == 1 and "test is failed with solution/: tests" in result.output
+    assert "sh-answer: sh output on solution/" in result.output and "pytest output" not in result.output and "got 41" in result.output
