@@ -35,7 +35,7 @@ from hitrate.evals.nonce import with_run_nonce
 from hitrate.evals.requirements import container_cli
 from hitrate.evals.replay import reference_turns, turns_from_messages
 from hitrate.evals.settings import EvalSettings, RouteSource
-from hitrate.evals.task import Task
+from hitrate.evals.task import Task, TaskLimits
 from hitrate.evals.task_graders import HarborGrader
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
 from hitrate.harness.events import CallRecorded
@@ -161,6 +161,12 @@ def classify(agent: AgentResult | None, graded: GradeResult | None, *, wall_fire
     return "fail"
 
 
+def effective_limits(limits: TaskLimits, settings: EvalSettings) -> TaskLimits:
+    """The task's limits with the run's `--max-steps` / `--max-wall` overrides applied."""
+    changes = {"max_steps": settings.max_steps, "max_wall_s": settings.max_wall_s}
+    return limits.model_copy(update={k: v for k, v in changes.items() if v is not None})
+
+
 def _first_tool(settings: EvalSettings, specs: list) -> str | None:
     if not specs:
         return None
@@ -271,7 +277,8 @@ class TaskAttempt:
     def _session(self, ledger: Ledger, row_id: str, workspace: Path) -> Session:
         ctx, settings, task = self.ctx, self.ctx.settings, self.job.task
         route = ctx.routes.open()
-        inputs = session_inputs(workspace)
+        protocol = settings.tool_protocol or route.spec.quirks.tool_protocol
+        inputs = session_inputs(workspace, protocol=protocol)
         if settings.nonce:
             inputs = with_run_nonce(inputs, settings.nonce, _first_tool(settings, inputs.tool_specs))
 
@@ -286,6 +293,7 @@ class TaskAttempt:
             label=f"eval {task.id}",
             layout=settings.layout,
             cache_mode=settings.cache_mode,
+            tool_protocol=protocol,
         )
         try:
             session = Session(route, workspace, ledger=ledger, inputs=inputs, config=config, sink=sink)
@@ -325,7 +333,7 @@ class TaskAttempt:
         environment: HarborEnvironment | None,
     ) -> tuple[dict[str, Any], str | None, int | None]:
         task, settings = self.job.task, self.ctx.settings
-        limits = task.spec.limits
+        limits = effective_limits(task.spec.limits, settings)
         shell = environment.start(workspace) if environment is not None else None
         session = self._session(ledger, row_id, workspace)
         if shell is not None:
@@ -356,6 +364,7 @@ class TaskAttempt:
                         "agent_status": agent_result.status,
                         "agent_detail": agent_result.detail,
                         "steps": agent_result.steps,
+                        "harness_turns": agent_result.harness_turns,
                         **_grade_entry(graded),
                         "turns": [t.model_dump(mode="json") for t in turns],
                     })  # fmt: skip

@@ -54,6 +54,13 @@ class EvalSettings(BaseModel):
     """max_tokens of each call (default: 16 when replaying, else the model's own default budget,
     which leaves room for thinking on models that think by default)."""
     label: str | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+    """Most model calls per task (and try), over each task's own `max_steps` (None: the task's)."""
+    max_wall_s: float | None = Field(default=None, gt=0)
+    """Wall-time limit per task in seconds, over each task's own `max_wall_s` (None: the task's)."""
+    tool_protocol: Literal["native", "text"] | None = None
+    """native function calling, or the text protocol (one shell block per reply); None: the
+    model's `tool_protocol` in the config file, else native."""
 
     @property
     def output_tokens(self) -> int | None:

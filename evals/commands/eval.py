@@ -107,7 +107,8 @@ def _resume_clashes(db: Path, run_id: str, given: dict[str, object]) -> list[str
         "--tries": stored.tries, "--policy": stored.policy, "--replay-from": stored.replay_from,
         "--task": sorted(stored.task_ids) if stored.task_ids else None, "--shard": stored.shard, "--run-id": run_id,
         "--nonce-from": stored.nonce, "--max-output-tokens": stored.max_output_tokens, "--label": stored.label,
-        "--repos": stored.repos,
+        "--repos": stored.repos, "--max-steps": stored.max_steps, "--max-wall": stored.max_wall_s,
+        "--tool-protocol": stored.tool_protocol,
     }  # fmt: skip
     as_given: dict[str, object] = {
         **given,
@@ -143,6 +144,9 @@ def eval_command(
     nonce_from: Annotated[Optional[str], typer.Option("--nonce-from", help="Warm run: send the nonce of this earlier cold run, to reuse what it cached.")] = None,
     max_output_tokens: Annotated[Optional[int], typer.Option("--max-output-tokens", min=1, help="max_tokens of each call (default: the model's own budget, with room for thinking; 16 when replaying).")] = None,
     label: Annotated[Optional[str], typer.Option("--label", help="A name for the run.")] = None,
+    max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most model calls per task, over each task's own max_steps.")] = None,
+    max_wall: Annotated[Optional[float], typer.Option("--max-wall", min=0.001, help="Seconds per task, over each task's own max_wall_s.")] = None,
+    tool_protocol: Annotated[Optional[str], typer.Option("--tool-protocol", help="native (the API's function calling) or text (one fenced shell block per reply, for models whose function calling is unreliable). Default: the model's tool_protocol in the config file, else native.")] = None,
     repos: Annotated[Optional[str], typer.Option("--repos", help="swebench suites: folder of local clones or mirrors (default: repos/ beside the JSONL).")] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each task's workspace copy (its path goes in the task's ledger detail).")] = False,
@@ -173,7 +177,8 @@ def eval_command(
     if resume is not None:
         given = {"suite": suite, "--model": model, "--layout": layout, "--cache": cache, "--tries": tries, "--policy": policy,
                  "--replay-from": replay_from, "--task": task, "--shard": shard, "--run-id": run_id, "--nonce-from": nonce_from,
-                 "--max-output-tokens": max_output_tokens, "--label": label, "--repos": repos}  # fmt: skip
+                 "--max-output-tokens": max_output_tokens, "--label": label, "--repos": repos,
+                 "--max-steps": max_steps, "--max-wall": max_wall, "--tool-protocol": tool_protocol}  # fmt: skip
         if any(value is not None for value in given.values()):
             # The original command line with --resume appended is fine; a setting that differs is not.
             try:
@@ -208,6 +213,9 @@ def eval_command(
                 nonce=_nonce_of(db_path, nonce_from) if nonce_from else None,
                 max_output_tokens=max_output_tokens,
                 label=label,
+                max_steps=max_steps,
+                max_wall_s=max_wall,
+                tool_protocol=_tool_protocol(console, tool_protocol),
             )
         except (FileNotFoundError, ModelSpecError, EvalError, ValueError) as exc:
             _fail(console, str(exc))
@@ -231,6 +239,12 @@ def eval_command(
         _fail(console, str(exc))
     _summary(console, result, db_path, report)
     raise typer.Exit({"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_INCOMPLETE))
+
+
+def _tool_protocol(console: Console, value: str | None) -> str | None:
+    if value not in (None, "native", "text"):
+        _fail(console, f"--tool-protocol must be native or text, not {value!r}")
+    return value
 
 
 def _summary(console: Console, result: EvalRun, db_path: Path, show_report: bool) -> None:

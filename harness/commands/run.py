@@ -125,6 +125,11 @@ def run_command(
         None, "--clear-tool-results/--no-clear-tool-results",
         help="Stub old large tool results before compacting, when that pays (default: [compaction] clear_tool_results, else on)."
     ),
+    tool_protocol: Optional[str] = typer.Option(
+        None, "--tool-protocol", help="native (the API's function calling) or text (one fenced shell block per reply, "
+        "its output the next turn: for models whose function calling is unreliable). Default: the model's "
+        "`tool_protocol` in the config file ([models.\"<spec>\"]), else native.",
+    ),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
     redact_secrets: Optional[bool] = typer.Option(
@@ -220,7 +225,7 @@ def run_command(
     try:
         result = run_task(route, ws, task, ledger_path=ledger_path, sink=sink, limits=limits,
                           config=session_config(max_output_tokens, context_window, compact_at, compaction, clear_tool_results,
-                                                effort=level, timeouts=timeouts),
+                                                effort=level, timeouts=timeouts, tool_protocol=tool_protocol),
                           resume=resume, price_table=table, approve=approve, redact_secrets=redact_secrets,
                           refresh_head=refresh_docs)
     except (SessionNotResumable, StoredTranscriptError) as exc:

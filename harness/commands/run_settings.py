@@ -22,6 +22,7 @@ def _fail(message: str) -> NoReturn:
 def session_config(
     max_output_tokens: int | None, context_window: int | None, compact_at: float | None, compaction: str | None,
     clear_tool_results: bool | None, *, effort: "Effort | None" = None, timeouts: "CallTimeouts | None" = None,
+    tool_protocol: str | None = None,
 ) -> "SessionConfig":
     """The session's settings: each flag given, else the config file's `[compaction]` key, else the default."""
     from hitrate.harness.compaction_settings import CompactionSettingsError, load_compaction_settings
@@ -30,6 +31,8 @@ def session_config(
 
     if compaction is not None and compaction not in ("client", "native", "off"):
         _fail(f"--compaction {compaction!r}: use client, native or off")
+    if tool_protocol is not None and tool_protocol not in ("native", "text"):
+        _fail(f"--tool-protocol {tool_protocol!r}: use native or text")
     try:
         settings = load_compaction_settings(config_path())
     except CompactionSettingsError as exc:
@@ -41,6 +44,7 @@ def session_config(
         compaction=compaction or settings.mode,  # type: ignore[arg-type]
         clear_tool_results=clear_tool_results if clear_tool_results is not None else settings.clear_tool_results,
         effort=effort,
+        tool_protocol=tool_protocol,  # type: ignore[arg-type]
         **({"timeouts": timeouts} if timeouts is not None else {}),
     )
 
