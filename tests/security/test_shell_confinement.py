@@ -195,7 +195,8 @@ def test_file_size_is_limited(registry, ctx, workspace: Path) -> None:
 @pytest.mark.skipif(os.getuid() == 0, reason="the kernel does not apply RLIMIT_NPROC to root")
 def test_process_count_is_limited(registry, ctx) -> None:
     policy = ConfinementPolicy(max_processes=16)
-    command = "for i in $(seq 64); do sleep 75.25 & done 2>&1 | tail -1; echo finished"
+    # The sleeps write nowhere: holding the pipe, they would keep `tail` waiting past the timeout.
+    command = "for i in $(seq 64); do sleep 75.25 >/dev/null 2>&1 & done 2>&1 | tail -1; echo finished"
     result = _shell(registry, dataclasses.replace(ctx, confinement=policy), command)
     assert "Resource temporarily unavailable" in result.content or "fork" in result.content
     assert gone_within("75.25")
