@@ -34,6 +34,7 @@ _HARNESS_COMMAND_MODULES: list[str] = [
     "hitrate.harness.commands.serve",
     "hitrate.harness.commands.store",
     "hitrate.harness.commands.run",
+    "hitrate.harness.commands.models",
 ]
 
 

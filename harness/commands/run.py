@@ -164,7 +164,8 @@ def run_command(
     cancelled."""
     from hitrate.harness.agent import AgentLimits
     from hitrate.harness.call_timeouts import TimeoutConfigError, configured_timeouts
-    from hitrate.harness.defaults import config_path, default_model
+    from hitrate.harness.commands.models import default_model_or_offer
+    from hitrate.harness.defaults import config_path
     from hitrate.harness.models import ModelSpecError, parse_model_spec
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.harness.printer import JsonLinesPrinter, TerminalPrinter
@@ -201,7 +202,7 @@ def run_command(
     except PriceSourceError as exc:
         _fail(str(exc))
     try:
-        spec_text = model or stored_spec or default_model()
+        spec_text = model or stored_spec or default_model_or_offer()
         spec = parse_model_spec(spec_text)
         if not allow_unpriced:
             check_known_model(spec, table)

@@ -84,25 +84,25 @@ def test_local_model_that_does_not_exist_is_a_clear_error(tmp_path):
 def test_default_model_order(tmp_path):
     never = lambda *a: False  # noqa: E731
     config = tmp_path / "config.toml"
-    env = {"HITRATE_CONFIG": str(config), "OPENAI_API_KEY": "o", "DEEPSEEK_API_KEY": "d"}
-    assert default_model(env, weights_cached=never, hub_check=never) == "openai/gpt-5.6"
+    env = {"HITRATE_CONFIG": str(config), "OPENAI_API_KEY": "o", "DEEPSEEK_API_KEY": "d",
+           "HITRATE_MODELS_DIR": str(tmp_path / "models")}
+    assert default_model(env, weights_cached=never) == "openai/gpt-5.6"
     config.write_text('model = "deepseek/deepseek-v4-pro"\n')
-    assert default_model(env, weights_cached=never, hub_check=never) == "deepseek/deepseek-v4-pro"
-    assert default_model({**env, "HITRATE_MODEL": "anthropic/claude-opus-5"}, weights_cached=never,
-                         hub_check=never) == "anthropic/claude-opus-5"
+    assert default_model(env, weights_cached=never) == "deepseek/deepseek-v4-pro"
+    assert default_model({**env, "HITRATE_MODEL": "anthropic/claude-opus-5"}, weights_cached=never) == "anthropic/claude-opus-5"
     config.write_text("model = [")
     with pytest.raises(ModelSpecError, match="not valid TOML"):
-        default_model(env, weights_cached=never, hub_check=never)
+        default_model(env, weights_cached=never)
 
 
 def test_default_falls_back_to_a_local_model_only_when_it_can_be_had(tmp_path):
-    env = {"HITRATE_CONFIG": str(tmp_path / "none.toml")}
-    assert default_model(env, weights_cached=lambda _: True, hub_check=lambda _: False).startswith("local/")
-    assert default_model(env, weights_cached=lambda _: False, hub_check=lambda _: True).startswith("local/")
+    env = {"HITRATE_CONFIG": str(tmp_path / "none.toml"), "HITRATE_MODELS_DIR": str(tmp_path / "models")}
+    assert default_model(env, weights_cached=lambda _: True).startswith("local/")
     with pytest.raises(NoModelError) as info:
-        default_model(env, weights_cached=lambda _: False, hub_check=lambda _: False)
+        default_model(env, weights_cached=lambda _: False)
     message = str(info.value)
     assert "ANTHROPIC_API_KEY" in message and "HITRATE_MODEL" in message and "hitrate demo" in message
+    assert "hitrate models install qwen2.5-coder-0.5b" in message
     assert str(tmp_path / "none.toml") in message
 
 
