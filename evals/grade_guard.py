@@ -3,9 +3,12 @@
 The code under test runs in the same process as pytest, so it can patch `_pytest`'s report classes,
 the runner or the JUnit writer and turn failures into passes. This plugin is loaded before any test
 module is imported. It fingerprints pytest's own modules (every attribute, and every attribute of
-their classes) and the set of registered plugins, tallies each test report as pytest delivers it,
-and at the end writes a verdict: the tally, and whatever changed. Grading refuses a run whose
-verdict is missing, names a change, or disagrees with the JUnit report.
+their classes) and the set of registered plugins, and streams to the grader, as each happens, a
+line per test report and, at the end, whatever changed (see `verdict_channel` for the grader's
+side). The stream goes into a pipe the grader holds the other end of, never into a file: a file
+can be rewritten after the guard wrote it (an `atexit` hook), a pipe's lines cannot be taken back.
+Grading refuses a run whose stream is incomplete, carries lines after the end, names a change, or
+disagrees with the JUnit report or pytest's exit status.
 
 It cannot stop code that finds and patches the plugin itself; it turns the known, cheap attacks
 into failed grades. It imports nothing from hitrate (it runs inside the graded interpreter).
@@ -20,7 +23,7 @@ import sys
 import types
 from typing import Any
 
-VERDICT_ENV = "HITRATE_GRADE_VERDICT"
+VERDICT_FD_ENV = "HITRATE_GRADE_VERDICT_FD"
 _WATCHED_PREFIXES = ("_pytest", "pytest", "pluggy")
 
 
@@ -55,26 +58,36 @@ def _fingerprint() -> dict[str, int]:
 
 
 class GradeGuard:
-    def __init__(self, verdict_path: str | None) -> None:
-        self.verdict_path = verdict_path
+    def __init__(self, verdict_fd: int | None) -> None:
+        self.fd = verdict_fd
         self.before: dict[str, int] = {}
         self.plugins_before: set[int] = set()
-        self.outcomes: dict[str, str] = {}
+
+    def _send(self, event: dict[str, Any]) -> None:
+        if self.fd is None:
+            return
+        data = (json.dumps(event) + "\n").encode("utf-8")
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            self.fd = None  # the grader sees an incomplete stream
 
     def pytest_configure(self, config: Any) -> None:
         self.before = _fingerprint()
         self.config = config
+        self._send({"event": "start"})
 
     def pytest_collection_finish(self, session: Any) -> None:
         # Conftests are registered during collection; the set after it is the legitimate one.
         self.plugins_before = {id(p) for p in session.config.pluginmanager.get_plugins()}
 
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.outcome == "failed":
+            self._send({"event": "collect", "nodeid": report.nodeid})
+
     def pytest_runtest_logreport(self, report: Any) -> None:
-        outcome = report.outcome
-        if report.when == "call" or outcome != "passed":
-            previous = self.outcomes.get(report.nodeid)
-            if previous is None or previous == "passed":
-                self.outcomes[report.nodeid] = "error" if (report.when != "call" and outcome == "failed") else outcome
+        self._send({"event": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome})
 
     def pytest_unconfigure(self, config: Any) -> None:
         after = _fingerprint()
@@ -87,16 +100,21 @@ class GradeGuard:
             for p in config.pluginmanager.get_plugins()
             if self.plugins_before and id(p) not in self.plugins_before
         ]
-        path = self.verdict_path
-        if not path:
-            return
-        verdict = {"outcomes": self.outcomes, "changed": changed[:50], "plugins_added": plugins[:20]}
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(verdict, handle)
+        self._send({"event": "end", "changed": changed[:50], "plugins_added": plugins[:20]})
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def pytest_configure(config: Any) -> None:
     # The variables that brought the guard in leave the environment before any test code runs:
-    # the code under test sees neither the guard's folder nor where the verdict goes.
+    # the code under test sees neither the guard's folder nor which descriptor carries the verdict.
     os.environ.pop("PYTHONPATH", None)
-    config.pluginmanager.register(GradeGuard(os.environ.pop(VERDICT_ENV, None)), "hitrate-grade-guard")
+    number = os.environ.pop(VERDICT_FD_ENV, None)
+    fd = int(number) if number and number.isdigit() else None
+    if fd is not None:
+        try:
+            os.set_inheritable(fd, False)  # no process the tests start gets it
+        except OSError:
+            fd = None
+    config.pluginmanager.register(GradeGuard(fd), "hitrate-grade-guard")

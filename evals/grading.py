@@ -15,10 +15,8 @@ Changes the agent made to tests, conftests, pytest's files or the grader are lis
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import shutil
 import sys
 import tempfile
@@ -31,6 +29,7 @@ from hitrate.evals import grade_guard
 from hitrate.evals.junit import JunitKey, TestOutcome, display_id, junit_key, match_outcomes, parse_junit
 from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
+from hitrate.evals.verdict_channel import ChannelVerdict, VerdictChannel, read_verdict
 from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
 from hitrate.tools.shell import run_command
 
@@ -160,8 +159,6 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     _write_config(config_path, work_dir)
     guard_dir.mkdir()
     shutil.copyfile(grade_guard.__file__, guard_dir / f"{_GUARD_MODULE}.py")
-    # An unguessable name: code under test cannot pre-create or guess where the verdict goes.
-    verdict_path = guard_dir / f"verdict-{secrets.token_hex(8)}.json"
     limit = timeout_s if timeout_s is not None else task.timeout_s
     # -P: the workspace is not put on sys.path before pytest starts, so a file the agent wrote
     # (say, pytest.py) cannot stand in for pytest itself; `pythonpath` adds it once pytest runs.
@@ -171,12 +168,19 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
         "-p", "no:cacheprovider", "-p", _GUARD_MODULE, f"--junitxml={junit_path}",
         "--continue-on-collection-errors", "-q", "--tb=short", "--color=no",
     ]  # fmt: skip
-    env = _grading_env(guard_dir, verdict_path)
+    # The guard's verdict comes through a pipe only pytest gets the write end of (never a file the
+    # code under test could rewrite after the guard wrote it); the guard and the config are
+    # read-only in the sandbox.
+    channel = VerdictChannel()
+    env = _grading_env(guard_dir, channel.write_fd)
     sandbox = detect()
-    hidden = ConfinementPolicy(hidden_paths=task.hidden_paths)
-    argv = sandboxed_argv(argv, sandbox, workspace=root, policy=hidden, env=env, cwd=work_dir)
+    policy = ConfinementPolicy(hidden_paths=task.hidden_paths, read_only_paths=(str(guard_dir), str(config_path)))
+    argv = sandboxed_argv(argv, sandbox, workspace=root, policy=policy, env=env, cwd=work_dir)
     started = time.monotonic()
-    exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env)
+    try:
+        exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env, pass_fds=(channel.write_fd,))
+    finally:
+        stream = channel.collect()
     duration = time.monotonic() - started
     output = clean_test_output(output, root)
 
@@ -194,7 +198,7 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
             except ValueError as exc:
                 infra_error = str(exc)
         if infra_error is None:
-            tampering = _check_verdict(verdict_path, reported)
+            tampering = _check_verdict(read_verdict(stream, channel.overflowed), reported, exit_code)
 
     spec = task.spec.tests
     assert spec is not None
@@ -233,30 +237,28 @@ def _pytest_args(task: Task) -> list[str]:
     return task.spec.tests.argv
 
 
-def _check_verdict(verdict_path: Path, reported: dict[JunitKey, TestOutcome]) -> list[str]:
-    """What makes the run untrustworthy according to the guard: pytest's code rewritten, plugins
-    registered by the code under test, no verdict at all, or a JUnit report that claims passes
-    the guard did not see."""
-    try:
-        verdict = json.loads(verdict_path.read_text(encoding="utf-8"))
-        seen = {junit_key(node): outcome for node, outcome in dict(verdict["outcomes"]).items()}
-        changed, plugins = list(verdict["changed"]), list(verdict["plugins_added"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return ["the grading guard left no readable verdict (the test process ended early or was tampered with)"]
-    problems = [f"pytest internals changed during the run: {name}" for name in changed[:10]]
-    problems += [f"a plugin was registered by the code under test: {plugin}" for plugin in plugins[:5]]
+def _check_verdict(verdict: ChannelVerdict, reported: dict[JunitKey, TestOutcome], exit_code: int | None) -> list[str]:
+    """What makes the run untrustworthy according to the guard's stream: an incomplete or forged
+    stream, pytest's code rewritten, plugins registered by the code under test, a JUnit report that
+    claims passes the guard did not see, or pytest's exit status 0 after failures it saw."""
+    problems = list(verdict.problems)
+    problems += [f"pytest internals changed during the run: {name}" for name in verdict.changed[:10]]
+    problems += [f"a plugin was registered by the code under test: {plugin}" for plugin in verdict.plugins_added[:5]]
+    seen = {junit_key(node): outcome for node, outcome in verdict.outcomes.items()}
     for key, outcome in reported.items():
         if outcome is TestOutcome.passed and seen.get(key) != "passed":
             problems.append(f"the JUnit report says {display_id(key)} passed; pytest reported {seen.get(key, 'nothing')}")
+    if exit_code == 0 and verdict.saw_failure:
+        problems.append("pytest's exit status is 0 although tests failed (the process was ended by the code under test)")
     return problems
 
 
-def _grading_env(guard_dir: Path, verdict_path: Path) -> dict[str, str]:
+def _grading_env(guard_dir: Path, verdict_fd: int) -> dict[str, str]:
     # An allowlist, like the shell's: API keys and the surrounding project's PYTHONPATH,
     # PYTEST_ADDOPTS or PYTEST_PLUGINS never reach the code under test.
     env, _withheld = allowed_env(os.environ)
     env["PYTHONPATH"] = str(guard_dir)  # only the guard plugin; the workspace comes via `pythonpath`
-    env[grade_guard.VERDICT_ENV] = str(verdict_path)
+    env[grade_guard.VERDICT_FD_ENV] = str(verdict_fd)
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # plugins installed next to hitrate stay out
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONHASHSEED"] = "0"  # set iteration order is the same on every run
@@ -265,12 +267,15 @@ def _grading_env(guard_dir: Path, verdict_path: Path) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], cwd: Path, timeout_s: float, env: dict[str, str]) -> tuple[int | None, bool, str, str | None]:
+def _run(
+    argv: list[str], cwd: Path, timeout_s: float, env: dict[str, str], pass_fds: tuple[int, ...] = ()
+) -> tuple[int | None, bool, str, str | None]:
     """Run argv with capped output; every process it starts dies with it.
     Returns (exit code, timed out, output, launch error)."""
     try:
         outcome = run_command(
-            argv, cwd=str(cwd), env=env, timeout_s=timeout_s, max_output_bytes=OUTPUT_CAPTURE_BYTES, kill_grace_s=2.0
+            argv, cwd=str(cwd), env=env, timeout_s=timeout_s, max_output_bytes=OUTPUT_CAPTURE_BYTES, kill_grace_s=2.0,
+            pass_fds=pass_fds,
         )
     except Exception as exc:  # run_command reports a failed start as ToolError
         return None, False, "", f"could not start pytest: {exc}"

@@ -176,6 +176,9 @@ class ConfinementPolicy(BaseModel):
     hidden_paths: tuple[str, ...] = Field(
         default=(), description="Absolute paths replaced by an empty folder (or file) inside the sandbox."
     )
+    read_only_paths: tuple[str, ...] = Field(
+        default=(), description="Absolute paths inside the workspace that the command may read but not change."
+    )
 
 
 @dataclass(frozen=True)
@@ -413,6 +416,10 @@ def confined_argv(
     args += _hiding_args((*_hidden_defaults(env), *policy.hidden_paths), root, features)
     args += ["--bind", str(root), str(root)]
     args += _git_guard_args(root)
+    for path in policy.read_only_paths:
+        real = os.path.realpath(path)
+        if os.path.exists(real):
+            args += ["--ro-bind", real, real]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if "userns" in features:
         # Root outside stays uid 0 inside, but of a namespace that owns nothing of the host's; the

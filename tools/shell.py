@@ -129,9 +129,11 @@ def run_command(
     max_output_bytes: int,
     kill_grace_s: float = 2.0,
     cancel: threading.Event | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> CommandOutcome:
     """Run argv in a new session, bounded in time and output; every process of its group is
-    killed when it ends, times out or is cancelled."""
+    killed when it ends, times out or is cancelled. `pass_fds`: descriptors the command inherits
+    (grading's verdict pipe)."""
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -141,6 +143,7 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         raise ToolError(f"could not start the shell: {exc}") from exc
