@@ -23,16 +23,18 @@ from textual.containers import Horizontal
 from textual.widgets import Footer
 
 from hitrate.harness.checkpoints import CheckpointError, Checkpoints
+from hitrate.harness.harness_turns import ENDED
 from hitrate.harness.permissions import GUARDED_TOOLS, PermissionRuleError, Permissions
 from hitrate.harness.terminal_text import visible
 from hitrate.store.records import utc_now
 from hitrate.tools import UNCONFINED_SHELL, Refusal, confinement_notice
+from hitrate.tui.activity import Activity, host_of
 from hitrate.tui.app_commands import CommandsMixin
 from hitrate.tui.cache_panel import NARROW, CachePanel, summary_text
 from hitrate.tui.context_gauge import context_used
 from hitrate.tui.conversation import Conversation
 from hitrate.tui.dialogs import ApprovalAnswer, ApprovalScreen, ConfirmScreen
-from hitrate.tui.figures import SessionFigures, fmt_tokens, one_line
+from hitrate.tui.figures import SessionFigures, one_line
 from hitrate.tui.keepalive_view import panel_line, status_segment
 from hitrate.tui.link import AgentLink, ResumedSession
 from hitrate.tui.mentions import expand_mentions, mentioned_paths
@@ -41,6 +43,7 @@ from hitrate.tui.messages import (
     CallRecorded,
     CallStarting,
     EpochStarted,
+    HarnessTurnAdded,
     KeepAliveEnded,
     Notice,
     StreamVoided,
@@ -50,7 +53,8 @@ from hitrate.tui.messages import (
     TurnEnded,
 )
 from hitrate.tui.prompt_input import InputHistory, PromptInput
-from hitrate.tui.status import StatusLine
+from hitrate.tui.status import StatusLine, status_segments
+from hitrate.tui.tool_panel import tool_title
 from hitrate.tui.ttl import PrefixClock
 
 
@@ -104,7 +108,7 @@ class HitrateApp(CommandsMixin, App[None]):
         self.workspace = workspace
         self.figures = SessionFigures()
         self.prefix_clock = PrefixClock(link.provider, link.model)
-        self.activity = "ready"
+        self.activity = Activity(what="ready")
         self.busy = False
         """True while a turn runs or a /model switch resolves its backend: no new prompt then."""
         self._turn_running = False
@@ -163,8 +167,11 @@ class HitrateApp(CommandsMixin, App[None]):
         clock = self.prefix_clock.clock(now)
         decision = self.link.keepalive(now)
         shown = {"busy": self.busy, "warming": self.warming, "toggled": self.keepalive_toggled}
-        activity = self.activity + (f" · {len(self._queued)} queued" if self._queued else "")
-        self.query_one(StatusLine).show(self.link.model_label, activity, totals, clock, status_segment(decision, now, **shown))
+        activity = self.activity
+        if self._queued:
+            activity = activity.model_copy(update={"what": f"{activity.what} · {len(self._queued)} queued"})
+        segments = status_segments(self.link.model_label, activity, totals, clock, status_segment(decision, now, **shown), now)
+        self.query_one(StatusLine).show(segments, clock)
         panel = self.cache_panel
         panel.show_summary(
             summary_text(self.link.model, self.link.provider, totals, len(self.figures.misses()), self.figures.miss_cost_usd(),
@@ -206,8 +213,11 @@ class HitrateApp(CommandsMixin, App[None]):
             error = f"{type(exc).__name__}: {exc}"
         self.post_message(KeepAliveEnded(error))
 
-    def set_activity(self, activity: str) -> None:
-        self.activity = activity
+    def set_activity(self, what: str, *, short: str | None = None, step: int | None = None,
+                     prompt_tokens: int | None = None) -> None:
+        """A new state of the agent, timed from now ("ready" has no clock)."""
+        since = None if what == "ready" else self.clock()
+        self.activity = Activity(what=what, short=short, since=since, step=step, prompt_tokens=prompt_tokens)
         self.refresh_figures()
 
     # ---- input -----------------------------------------------------------------------------
@@ -262,7 +272,7 @@ class HitrateApp(CommandsMixin, App[None]):
         self.busy = True
         self._turn_running = True
         self._cancel = threading.Event()
-        self.set_activity("thinking…")
+        self.set_activity("starting")
         self._agent_turn(prompt, self._cancel, label or prompt)
 
     @work(thread=True, exclusive=True, group="agent", exit_on_error=False)
@@ -341,13 +351,17 @@ class HitrateApp(CommandsMixin, App[None]):
 
     @on(TextDelta)
     async def on_text_delta(self, message: TextDelta) -> None:
-        if self.activity != "writing…":
-            self.set_activity("writing…")
+        if self.activity.what != "writing":
+            # The call's clock keeps running: "writing · 40s" counts from when the request went out.
+            self.activity = self.activity.model_copy(update={"what": "writing", "short": None, "prompt_tokens": None})
+        self.activity = self.activity.streamed(message.text)
+        self.refresh_figures()
         await self.conversation.stream_text(message.text)
 
     @on(CallStarting)
     def on_call_starting(self, message: CallStarting) -> None:
-        self.set_activity(f"step {message.step}: calling {message.model} (~{fmt_tokens(message.prompt_tokens_estimate)} tokens)…")
+        self.set_activity(f"waiting for {host_of(message.model)}", short="waiting", step=message.step,
+                          prompt_tokens=message.prompt_tokens_estimate)
 
     @on(StreamVoided)
     async def on_stream_voided(self, message: StreamVoided) -> None:
@@ -359,13 +373,13 @@ class HitrateApp(CommandsMixin, App[None]):
 
     @on(ToolStarted)
     async def on_tool_started(self, message: ToolStarted) -> None:
-        self.set_activity(f"running {message.name}…")
+        self.set_activity(f"running {tool_title(message.name, message.args)}", short=f"running {message.name}")
         await self.conversation.add_tool(message.call_id, message.name, message.args)
 
     @on(ToolFinished)
     def on_tool_finished(self, message: ToolFinished) -> None:
         self.conversation.finish_tool(message.call_id, message.content, message.is_error, message.metadata)
-        self.set_activity("thinking…")
+        self.set_activity("thinking")
 
     @on(CallRecorded)
     async def on_call_recorded(self, message: CallRecorded) -> None:
@@ -394,7 +408,7 @@ class HitrateApp(CommandsMixin, App[None]):
 
     @on(ApprovalRequested)
     def on_approval_requested(self, message: ApprovalRequested) -> None:
-        self.set_activity(f"awaiting approval: {message.tool}")
+        self.set_activity(f"awaiting approval: {message.tool}", short="approval?")
 
         def answered(answer: ApprovalAnswer | None) -> None:
             answer = answer or ApprovalAnswer(choice="deny")
@@ -412,13 +426,18 @@ class HitrateApp(CommandsMixin, App[None]):
                     self.notify(visible(f"{answer.rule} is allowed from now on (kept in {self.permissions.config})"), markup=False)
             if not message.reply.done():
                 message.reply.set_result(answer)
-            self.set_activity(f"running {message.tool}…" if answer.choice != "deny" else "thinking…")
+            self.set_activity(f"running {message.tool}" if answer.choice != "deny" else "thinking")
 
         rules = message.tool != UNCONFINED_SHELL  # an unconfined command is allowed once or not at all
         self.push_screen(
             ApprovalScreen(message.tool, message.args, can_save=rules and self.permissions.config is not None, offer_rules=rules),
             answered,
         )
+
+    @on(HarnessTurnAdded)
+    async def on_harness_turn(self, message: HarnessTurnAdded) -> None:
+        kind = message.kind.replace("_", " ")
+        await self.conversation.add_notice(f"{kind}: {message.reason}. The model was told: {message.text}", "warning")
 
     @on(TurnEnded)
     async def on_turn_ended(self, message: TurnEnded) -> None:
@@ -433,6 +452,10 @@ class HitrateApp(CommandsMixin, App[None]):
             await self.conversation.add_notice(f"the agent failed: {message.detail}", "error")
         elif message.outcome == "stopped":
             await self.conversation.add_notice(f"stopped: {message.detail}", "warning")
+        elif message.detail and message.detail != ENDED:
+            # The model's own end needs no notice; an end the harness decided (after a repair turn,
+            # a submitted text-protocol task) says why.
+            await self.conversation.add_notice(f"ended: {message.detail}", "info")
         self.set_activity("ready")
         if self._queued and not self.busy:
             await self.send_prompt(self._queued.pop(0))
@@ -443,7 +466,7 @@ class HitrateApp(CommandsMixin, App[None]):
         if not self._turn_running:
             return
         self._cancel.set()
-        self.set_activity("cancelling…")
+        self.set_activity("cancelling")
 
     def action_interrupt(self) -> None:
         """Ctrl-C, as in other agents: cancel the running step (and drop what was queued behind

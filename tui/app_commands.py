@@ -235,7 +235,7 @@ class CommandsMixin:
                 return
             # Resolving a backend can take long (the local engine loads its weights): off the loop.
             self.busy = True
-            self.set_activity(f"switching to {label}…")
+            self.set_activity(f"switching to {label}", short="switching model")
             self._switch_model(arg)
 
         await self.conversation.add_notice(estimate.message(), "warning")
@@ -246,7 +246,7 @@ class CommandsMixin:
 
     async def _command_compact(self: "HitrateApp", arg: str) -> None:
         self.busy = True
-        self.set_activity("compacting…")
+        self.set_activity("compacting")
         self._compact_worker()
 
     @work(thread=True, group="compact", exit_on_error=False)

@@ -95,11 +95,8 @@ class CallBar(_BarColours):
         text.append(cost)
         if compact:
             return text
-        counts = "  ".join(f"{PART_LETTERS[p]} {fmt_tokens(n)}" for p, n in parts.items())
-        # A warm-up is not an agent step: it only kept the cached prefix alive; a summary call
-        # replaced the history.
-        label = "keep-alive · " if fig.keepalive else "compaction · " if fig.compaction else ""
-        text.append(f"\n   {label}{counts}", style=self._style("dim"))
+        for line in self._count_lines(parts):
+            text.append(f"\n   {line}", style=self._style("dim"))
         if fig.error:
             text.append(f"\n   ✗ {error_line(fig.error)[:60]}", style=self._style("miss"))
         elif fig.missed:
@@ -107,10 +104,28 @@ class CallBar(_BarColours):
             text.append(f"\n   ✗ {fig.miss_reason}{extra}", style=self._style("miss"))
         return text
 
+    def _count_lines(self, parts: dict[str, int | None], width: int | None = None) -> list[str]:
+        """The token counts under the bar, led by what kind of call it was: on one line when that
+        fits the panel, else the kind on a line of its own (every count stays readable)."""
+        fig = self.figure
+        # A warm-up is not an agent step: it only kept the cached prefix alive; a summary call
+        # replaced the history.
+        label = "keep-alive" if fig.keepalive else "compaction" if fig.compaction else ""
+        room = (width if width is not None else self.size.width) - 3
+        items = [f"{PART_LETTERS[p]} {fmt_tokens(n)}" for p, n in parts.items()]
+        wide, tight = "  ".join(items), " ".join(items)
+        for counts in (wide, tight):
+            line = f"{label} · {counts}" if label else counts
+            if len(line) <= room:
+                return [line]
+        counts = wide if len(wide) <= room else tight
+        return [label, counts] if label else [counts]
+
     def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
         if is_compact(self):
             return 1
-        return 3 if (self.figure.missed or self.figure.error) else 2
+        lines = 1 + len(self._count_lines(bar_parts(self.figure.usage), width))
+        return lines + (1 if (self.figure.missed or self.figure.error) else 0)
 
 
 def summary_text(

@@ -1,78 +1,111 @@
 """The one-line status bar above the prompt box.
 
-It must fit any terminal: segments carry a rank, and the least needed ones are dropped first when
-the line is wider than the bar. Cost, the Σ-hit ratio and the cache clock are never dropped: they
-are what a user of a cache-aware harness glances at (an 80-column terminal keeps them).
+It must fit any terminal, and what it keeps longest is what the agent is doing (the activity: what,
+for how long, tokens streamed so far), so a user can always tell a working agent from a stuck one.
+Each segment has a rank and one or more forms, longest first. While the line is too wide, the
+segment with the highest rank gives up a detail (its next form) or, when it has none left, goes.
+The activity has rank 0: only once everything else is gone is it shortened, then cut.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
 from rich.text import Text
 from textual.widget import Widget
 
 from hitrate.store.cost import UsageTotals
+from hitrate.tui.activity import Activity
 from hitrate.tui.figures import fmt_ratio, fmt_tokens, fmt_usd
 from hitrate.tui.ttl import CacheClock
 
 SEPARATOR = " │ "
 
-#: Drop order when the bar is too narrow: the highest rank goes first; rank 0 always stays.
-_KEEP = 0
+#: The activity's rank: dropped last (never, in fact: it is cut to what fits instead).
+ACTIVITY = 0
+#: When the activity gives up a detail (its step number, the size of the request): after the model,
+#: the clock's reason, the call count and the token buckets, before the clock, Σhit and cost.
+ACTIVITY_DETAIL = 4
+
+
+class Segment(BaseModel):
+    """One part of the status line: its forms, longest first; the rank at which each form is given
+    up for the next (`shorten`, one fewer than the forms; default the segment's rank); and the
+    rank at which the last form goes (higher goes first)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    forms: tuple[str, ...]
+    rank: int
+    shorten: tuple[int, ...] | None = None
+
+    def shorten_rank(self, form: int) -> int:
+        return self.shorten[form] if self.shorten is not None else self.rank
+
+
+def activity_segment(activity: Activity, now: datetime | None, keepalive: str | None) -> Segment:
+    forms = activity.forms(now) if now is not None else [(activity.what, False)]
+    if keepalive:  # the keep-alive state rides with the activity (it is what the idle app does)
+        forms = [(f"{forms[0][0]} · {keepalive}", True), *forms]
+    texts = tuple(text for text, _ in forms)
+    return Segment(forms=texts, rank=ACTIVITY, shorten=tuple(ACTIVITY_DETAIL if minor else ACTIVITY for _, minor in forms[:-1]))
 
 
 def status_segments(
-    model_label: str, activity: str, totals: UsageTotals, clock: CacheClock, keepalive: str | None = None
-) -> list[tuple[str, int]]:
-    """model │ activity [· keep-alive] │ calls │ Σhit │ R/W/F/O │ cost │ cache clock, each with its rank.
-    The keep-alive state rides with the activity (it is what the idle app is doing)."""
-    return [
-        (model_label, 3),
-        (f"{activity} · {keepalive}" if keepalive else activity, 1),
-        (f"{totals.calls} call" + ("" if totals.calls == 1 else "s"), 4),
-        (f"Σhit {fmt_ratio(totals.hit_ratio)}", _KEEP),
-        (
-            f"R {fmt_tokens(totals.cache_read)} W {fmt_tokens(totals.cache_write_total)} "
-            f"F {fmt_tokens(totals.fresh_input)} O {fmt_tokens(totals.output)}",
-            2,
-        ),
-        (fmt_usd(totals.cost_usd), _KEEP),
-        (f"cache {clock.render()}", _KEEP),
-    ]
-
-
-def fit_segments(segments: list[tuple[str, int]], width: int | None) -> str:
-    """Join the segments, dropping the highest-ranked ones until the line fits `width` columns.
-    An activity that still does not fit is cut with an ellipsis rather than dropped whole, as long
-    as a few of its characters can be shown."""
-    kept = list(segments)
-    line = SEPARATOR.join(text for text, _ in kept)
-    if width is None:
-        return line
-    while len(line) > width and any(rank > _KEEP for _, rank in kept):
-        worst = max(rank for _, rank in kept)
-        candidate = [(t, r) for t, r in kept if r != worst]
-        if worst == 1:
-            # The activity: cut it to what is left before giving it up.
-            room = width - len(SEPARATOR.join(t for t, _ in candidate)) - len(SEPARATOR)
-            if room >= 6:
-                index = next(i for i, (_, r) in enumerate(kept) if r == worst)
-                text = kept[index][0]
-                kept[index] = (text[: room - 1] + "…", worst)
-                return SEPARATOR.join(t for t, _ in kept)
-        kept = candidate
-        line = SEPARATOR.join(text for text, _ in kept)
-    return line
-
-
-def status_text(
     model_label: str,
-    activity: str,
+    activity: Activity,
     totals: UsageTotals,
     clock: CacheClock,
     keepalive: str | None = None,
-    width: int | None = None,
-) -> str:
-    return fit_segments(status_segments(model_label, activity, totals, clock, keepalive), width)
+    now: datetime | None = None,
+) -> list[Segment]:
+    """model │ activity [· keep-alive] │ calls │ Σhit │ R/W/F/O │ cost │ cache clock.
+    Drop order: the model (it is in the panel and the welcome line), the clock's reason, the call
+    count, the token buckets, the activity's details, the clock, Σhit, cost; the activity last. `now`: for the activity's elapsed time (None: the activity without its clock)."""
+    return [
+        Segment(forms=(model_label,), rank=8),
+        activity_segment(activity, now, keepalive),
+        Segment(forms=(f"{totals.calls} call" + ("" if totals.calls == 1 else "s"),), rank=6),
+        Segment(forms=(f"Σhit {fmt_ratio(totals.hit_ratio)}",), rank=2),
+        Segment(
+            forms=(
+                f"R {fmt_tokens(totals.cache_read)} W {fmt_tokens(totals.cache_write_total)} "
+                f"F {fmt_tokens(totals.fresh_input)} O {fmt_tokens(totals.output)}",
+            ),
+            rank=5,
+        ),
+        Segment(forms=(fmt_usd(totals.cost_usd),), rank=1),
+        Segment(forms=tuple(dict.fromkeys((f"cache {clock.render()}", f"cache {clock.render_short()}"))), rank=3, shorten=(7,)),
+    ]
+
+
+def fit_segments(segments: list[Segment], width: int | None) -> str:
+    """Join the segments, taking details and then whole segments away, highest rank first, until
+    the line fits `width` columns; an activity that alone is still too wide is cut with "…"."""
+    chosen = {i: 0 for i in range(len(segments))}
+
+    def line() -> str:
+        return SEPARATOR.join(segments[i].forms[form] for i, form in sorted(chosen.items()))
+
+    if width is None:
+        return line()
+    while len(line()) > width:
+        steps = []  # (rank, index): shorten a segment with a shorter form, else drop it
+        for i, form in chosen.items():
+            segment = segments[i]
+            if form + 1 < len(segment.forms):
+                steps.append((segment.shorten_rank(form), i))
+            elif segment.rank != ACTIVITY:
+                steps.append((segment.rank, i))
+        if not steps:
+            return line()[: max(width - 1, 0)] + "…"
+        _, worst = max(steps)
+        if chosen[worst] + 1 < len(segments[worst].forms):
+            chosen[worst] += 1
+        else:
+            del chosen[worst]
+    return line()
 
 
 class StatusLine(Widget):
@@ -81,12 +114,12 @@ class StatusLine(Widget):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._segments: list[tuple[str, int]] = []
+        self._segments: list[Segment] = []
 
-    def show(self, model_label: str, activity: str, totals: UsageTotals, clock: CacheClock, keepalive: str | None = None) -> None:
+    def show(self, segments: list[Segment], clock: CacheClock) -> None:
         for state in ("warm", "expiring", "cold", "unknown"):
             self.set_class(clock.state == state, f"-{state}")
-        self._segments = status_segments(model_label, activity, totals, clock, keepalive)
+        self._segments = segments
         self.refresh()
 
     @property

@@ -51,6 +51,12 @@ class CacheClock(BaseModel):
             return f"cold · idle {format_idle(self.idle_s or 0)}{suffix}"
         return f"unknown · {self.reason}" if self.reason else "unknown"
 
+    def render_short(self) -> str:
+        """The state without its reason or rule, for a narrow status bar: "warm 4:12", "cold"."""
+        if self.state in ("warm", "expiring") and self.seconds_left is not None:
+            return f"{self.state} {format_clock(self.seconds_left)}"
+        return self.state
+
 
 def format_idle(seconds: float) -> str:
     total = max(0, int(seconds))

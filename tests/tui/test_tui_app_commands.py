@@ -182,7 +182,7 @@ async def test_a_step_limit_stops_the_turn_and_says_why(make_app):
     async with app.run_test(size=(120, 40)) as pilot:
         await one_turn(pilot, "look around", 1)
         assert notices(app)[-1] == "stopped: reached the limit of 1 model calls"
-        assert app.activity == "ready"
+        assert app.activity.what == "ready"
         # The open turn is closed with a note, so the next prompt can follow.
         assert app.link.session.transcript.messages[-1].content[0].text == (
             "[stopped by a limit: reached the limit of 1 model calls]"

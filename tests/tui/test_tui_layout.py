@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from tui_helpers import SPEC
+from datetime import timedelta
+
+from tui_helpers import SPEC, T0
 from tui_session_script import THREE_TURNS, run_three_turns
 
 from hitrate.store.cost import UsageTotals
+from hitrate.tui.activity import Activity
 from hitrate.tui.cache_panel import CachePanel, CallBar
 from hitrate.tui.figures import fmt_usd
 from hitrate.tui.status import StatusLine, fit_segments, status_segments
@@ -17,19 +20,21 @@ def _clock() -> CacheClock:
     return CacheClock(state="warm", seconds_left=200, rule_label="5m")
 
 
-def test_status_fit_keeps_cost_hit_and_clock_at_any_width() -> None:
+def test_status_fit_keeps_activity_cost_hit_and_clock_from_80_columns() -> None:
     totals = UsageTotals(calls=7, cache_read=10_600, fresh_input=0, output=280, cost_usd=0.015)
-    segments = status_segments("anthropic/claude-sonnet-4-6", "step 3: calling claude-sonnet-4-6 (~12k tokens)…", totals, _clock())
+    activity = Activity(what="waiting for anthropic", short="waiting", since=T0, step=3, prompt_tokens=12_000)
+    segments = status_segments("anthropic/claude-sonnet-4-6", activity, totals, _clock(), now=T0 + timedelta(seconds=4))
     wide = fit_segments(segments, 200)
-    assert wide.startswith("anthropic/claude-sonnet-4-6 │ step 3") and "7 calls" in wide and "R 10.6k" in wide
-    for width in (100, 78, 60, 50):
+    assert wide.startswith("anthropic/claude-sonnet-4-6 │ step 3 · waiting for anthropic · 4s · ~12.0k in")
+    assert "7 calls" in wide and "R 10.6k" in wide
+    for width in (100, 80, 78):
         line = fit_segments(segments, width)
-        assert "$0.015" in line and "Σhit" in line and "cache warm 3:20 (5m)" in line, (width, line)
-        assert len(line) <= max(width, len(fit_segments([s for s in segments if s[1] == 0], None))), (width, line)
-    # The model name and the call count go before the activity does; the activity is cut, not lost.
+        assert "$0.015" in line and "Σhit" in line and "cache warm 3:20" in line, (width, line)
+        assert "waiting for anthropic · 4s" in line and len(line) <= width, (width, line)
+    # The model name, the call count and the buckets go before the activity loses a detail.
     at_78 = fit_segments(segments, 78)
     assert "anthropic/" not in at_78 and "calls" not in at_78 and "R 10.6k" not in at_78
-    assert at_78.split(" │ ")[0].startswith("step 3") and at_78.split(" │ ")[0].endswith("…")
+    assert at_78.startswith("step 3 · waiting for anthropic · 4s")
 
 
 async def test_80x24_compact_cache_panel_and_status(make_app):
