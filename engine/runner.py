@@ -27,7 +27,7 @@ from typing import Iterator
 
 import torch
 
-from hitrate.engine import cpu_linear, decode_tuning, huge_pages, loading, modelinfo
+from hitrate.engine import cpu_linear, cpu_threads, decode_tuning, huge_pages, loading, modelinfo
 from hitrate.engine.api import (
     ContextLengthError,
     EngineError,
@@ -42,11 +42,13 @@ from hitrate.engine.compute_thread import off_main_thread
 from hitrate.engine.constraints import Constraint, TokenizerIndex
 from hitrate.engine.fast_decode import FastDecoder, FastDecodeUnsupported, build_fast_decoder, check_fast_decoder
 from hitrate.engine.kv_pool import KVPool
+from hitrate.engine.load_progress import LoadProgress
 from hitrate.engine.model_forward import ModelForward
 from hitrate.engine.radix import RadixCache
 from hitrate.engine.sampling import validate_params
 from hitrate.engine.scheduler import Scheduler
 from hitrate.engine.sequence import PrefillLogits, make_sequence
+from hitrate.engine.tuning_cache import TuningCache
 
 # Before the process's first tensor (none of the imports above allocates one): PyTorch's own
 # large CPU blocks, the packed weight copies among them, on huge pages (`engine.huge_pages`).
@@ -80,6 +82,8 @@ class TransformersEngine:
         pack_min_bytes: int | None = cpu_linear.DEFAULT_MIN_PACK_BYTES,
         fast_decode: bool = True,
         batch_pack_bytes: int = cpu_linear.DEFAULT_BATCH_PACK_BYTES,
+        tune: bool = True,
+        progress: LoadProgress | None = None,
     ) -> None:
         """`max_batch`: requests running at once (each holds one row of the batch buffer; more wait).
         `interleave_chunk`: prefill chunk while other requests are decoding.
@@ -95,16 +99,24 @@ class TransformersEngine:
         `batch_pack_bytes`: float32 on the CPU, with the fast step: at most this many bytes of
         weight copies in other layouts (oneDNN's, row-major, MKL-packed), which the load times
         against the weights as stored at each row count up to `max_batch`, keeping the fastest
-        (`engine.decode_tuning`; each copy costs the weights' bytes once more); 0 for none."""
+        (`engine.decode_tuning`; each copy costs the weights' bytes once more); 0 for none.
+        `tune`: False runs every row count on the default layout without timing (`--no-tune`);
+        a timed choice is cached on disk (`engine.tuning_cache`) and read by the next start.
+        `progress`: where the load stages are reported (`engine.load_progress`)."""
         if page_size < 1 or prefill_chunk < 1 or max_batch < 1 or interleave_chunk < 1:
             raise ValueError("page_size, prefill_chunk, max_batch and interleave_chunk must be >= 1")
         self.model = model.eval()
-        self.packed_weight_bytes = self._pack_weights(pack_min_bytes, max_batch)
+        self.progress = progress or LoadProgress()
+        self._tune = tune
+        with self.progress.timed("pack", detail="oneDNN copies for the model's forward") as info:
+            self.packed_weight_bytes = self._pack_weights(pack_min_bytes, max_batch)
+            info["nbytes"] = self.packed_weight_bytes
         self._tokenizer = tokenizer
         self.model_name = model_name
         self.device = next(model.parameters()).device
         self.layout = modelinfo.kv_layout(model)
-        self.self_check_diff = modelinfo.self_check(model, self.layout)
+        with self.progress.timed("check", detail="cached vs recomputed logits"):
+            self.self_check_diff = modelinfo.self_check(model, self.layout)
         self.max_context = modelinfo.max_context(model.config, tokenizer)
         self.vocab_size = int(model.config.vocab_size)
         self._logits_to_keep = modelinfo.accepts_logits_to_keep(model)
@@ -171,12 +183,21 @@ class TransformersEngine:
         fast_decode: bool = True,
         batch_pack_bytes: int = cpu_linear.DEFAULT_BATCH_PACK_BYTES,
         verbose: bool = False,
+        threads: int | None = None,
+        tune: bool = True,
+        progress: LoadProgress | None = None,
     ) -> "TransformersEngine":
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
         transformers' progress bars and load logs (silenced otherwise). The loading runs on a
         thread of its own (`compute_thread`), so the main thread keeps no OpenMP pool that would
-        slow the scheduler's decode steps."""
+        slow the scheduler's decode steps. `threads`: the CPU threads of the engine's work (None:
+        the CPUs other processes leave free, looked at again for each burst of requests;
+        `engine.cpu_threads`). `progress`: reports each load stage (`engine.load_progress`)."""
+        cpu_threads.configure(threads)
+        progress = progress or LoadProgress()
+
         def load() -> "TransformersEngine":
+            cpu_threads.apply()
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             target = loading.resolve_target(device)
@@ -187,6 +208,7 @@ class TransformersEngine:
             else:
                 (source, is_folder), extra = loading.resolve_source(path_or_hub_id), {}
             device_map = loading.device_map_for(target)
+            read_started = progress.clock()
             try:
                 with loading.quiet_transformers(verbose):
                     tokenizer = AutoTokenizer.from_pretrained(
@@ -206,6 +228,8 @@ class TransformersEngine:
                 tokenizer.chat_template = loading.gguf_chat_template(gguf)
             if device_map is None:
                 model = model.to(target)
+            progress.stage("read", seconds=progress.clock() - read_started, nbytes=_read_bytes(gguf, model),
+                           detail=str(gguf or source))
             name = model_name or (gguf.stem if gguf is not None else Path(source).name if is_folder else source)
             return cls(
                 model,
@@ -221,9 +245,13 @@ class TransformersEngine:
                 pack_min_bytes=pack_min_bytes,
                 fast_decode=fast_decode,
                 batch_pack_bytes=batch_pack_bytes,
+                tune=tune,
+                progress=progress,
             )
 
-        return off_main_thread(load)
+        engine = off_main_thread(load)
+        progress.ready(f"threads {cpu_threads.policy().describe()}")
+        return engine
 
     def _pack_weights(self, min_bytes: int | None, max_batch: int) -> int:
         """Bytes the packed weight copies add to the model's own (see `engine.cpu_linear`)."""
@@ -246,21 +274,32 @@ class TransformersEngine:
         projections into new matrices; the step's products are then taken on the moved weights."""
         decoder, reason = None, "turned off"
         self.step_layouts = decode_tuning.Tuning()
-        if enabled:
-            try:
-                decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
-            except FastDecodeUnsupported as exc:
-                reason = str(exc)
+        with self.progress.timed("pack", detail="fast decode step, weights on huge pages") as info:
+            if enabled:
+                try:
+                    decoder = build_fast_decoder(self.model, self.layout.layer_types, self.layout.windows)
+                except FastDecodeUnsupported as exc:
+                    reason = str(exc)
+            if decoder is None:
+                self.huge_page_bytes = huge_pages.move_to_huge_pages(self.model.parameters())
+            else:
+                self.huge_page_bytes = decoder.move_weights_to_huge_pages()
+            info["nbytes"] = self.huge_page_bytes
         if decoder is None:
-            self.huge_page_bytes = huge_pages.move_to_huge_pages(self.model.parameters())
             return None, reason
-        self.huge_page_bytes = decoder.move_weights_to_huge_pages()
         try:
-            check_fast_decoder(decoder, self.model, self.layout)
+            with self.progress.timed("check", detail="fast decode step against the model's forward"):
+                check_fast_decoder(decoder, self.model, self.layout)
         except FastDecodeUnsupported as exc:
             return None, str(exc)
         rows = 1 if self.batching_off_reason else self.max_batch  # the most rows a step will have
-        self.step_layouts = decode_tuning.tune(decoder, self.layout, rows, batch_pack_bytes)
+        cache = None
+        if self._tune and self.device.type == "cpu" and batch_pack_bytes > 0:
+            cache = TuningCache(decoder.model, max_batch=rows, budget_bytes=batch_pack_bytes)
+        with self.progress.timed("tuning") as info:
+            self.step_layouts = decode_tuning.tune(decoder, self.layout, rows, batch_pack_bytes,
+                                                   timed=self._tune, cache=cache)
+            info["nbytes"], info["detail"] = self.step_layouts.nbytes, self.step_layouts.note()
         self.packed_weight_bytes += decoder.packed_bytes + self.step_layouts.nbytes
         if not self.step_layouts.steps_use_model_copies:
             # The steps run on copies of their own: a large head's oneDNN copy would serve only
@@ -431,6 +470,13 @@ class TransformersEngine:
             if not _valid_pin(pin):
                 raise EngineError(f"each pin must be (prefix length in tokens >= 0, finite TTL in seconds >= 0); got {pin!r}")
         return prompt
+
+
+def _read_bytes(gguf: Path | None, model) -> int:
+    """What the read stage brought in: the GGUF file, else the weights as loaded."""
+    if gguf is not None:
+        return gguf.stat().st_size
+    return sum(t.numel() * t.element_size() for t in model.parameters())
 
 
 def _valid_pin(pin) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hitrate.engine import cpu_threads
 from hitrate.engine.api import GenerationChunk, GenerationResult, PrefillStarted
 from hitrate.engine.batch_kv import BatchKV
 from hitrate.engine.fast_decode import FastDecoder
@@ -152,8 +153,9 @@ class Scheduler:
         return any(s.cancelled or s.state == "decode" or (s.state == "prefill" and s.acked) for s in self._active)
 
     def _work(self) -> None:
-        # What the model's matmuls run on: intra-op settings can differ per thread.
-        self.worker_threads = torch.get_num_threads()
+        # What the model's matmuls run on: intra-op settings are per thread, and the count is
+        # chosen afresh for each burst of requests (`engine.cpu_threads`).
+        self.worker_threads = cpu_threads.apply()
         while True:
             with self._cv:
                 if not self._has_work():

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from hitrate.engine import decode_tuning, native_gemv
+from hitrate.engine import cpu_threads, decode_tuning, native_gemv
 from hitrate.engine.runner import TransformersEngine
 
 DEFAULT_PROMPT = (
@@ -61,6 +61,9 @@ class VerifyReport:
     # per row count of a decode step: {"rows", "layout" chosen, "step_ms" of every layout timed}
     # (`engine.decode_tuning`); empty when nothing but the weights as stored could run
     step_layouts: list[dict] = field(default_factory=list)
+    # how they were chosen: timed, cached, not tuned, or kept at the default on a loaded machine
+    step_layouts_note: str = ""
+    threads: str = ""  # the CPU threads of the engine's work, and why (`engine.cpu_threads`)
     packed_weight_bytes: int = 0  # what every packed copy adds to the model's own weights
     gemv_kernel_off_reason: str | None = None  # why `engine.native_gemv` was not among the layouts timed
     huge_page_weight_bytes: int = 0  # weights on transparent huge pages (`engine.huge_pages`)
@@ -102,7 +105,8 @@ class VerifyReport:
             f"of weight copies in all; ms per step):",
             *(f"  {entry['rows']} row{'s' if entry['rows'] > 1 else ' '} {entry['layout']:<14} "
               + ", ".join(f"{name} {ms:.2f}" for name, ms in entry["step_ms"].items()) for entry in self.step_layouts),
-        ]) + ([] if self.gemv_kernel_off_reason is None else [
+            f"  ({self.step_layouts_note})",
+        ]) + ([] if not self.threads else [f"threads: {self.threads}"]) + ([] if self.gemv_kernel_off_reason is None else [
             f"the engine's GEMV kernel was not timed: {self.gemv_kernel_off_reason}",
         ]) + ([] if self.float32_max_logit_diff is None else [
             f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
@@ -178,8 +182,11 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
         fast_decode=engine.fast_decoder is not None,
         fast_decode_check_diff=engine.fast_decoder.check_diff if engine.fast_decoder is not None else None,
         fast_decode_off_reason=engine.fast_decode_off_reason,
-        step_layouts=[{"rows": rows, "layout": layout, "step_ms": engine.step_layouts.step_ms[rows]}
+        step_layouts=[{"rows": rows, "layout": layout, "step_ms": engine.step_layouts.step_ms.get(rows, {}),
+                       "noisy": rows in engine.step_layouts.noisy or engine.step_layouts.loaded}
                       for rows, layout in sorted(engine.step_layouts.chosen.items())],
+        step_layouts_note=engine.step_layouts.note(),
+        threads=cpu_threads.policy().describe(),
         packed_weight_bytes=engine.packed_weight_bytes,
         gemv_kernel_off_reason=_gemv_kernel_off_reason(engine),
         huge_page_weight_bytes=engine.huge_page_bytes,

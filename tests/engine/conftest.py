@@ -17,6 +17,15 @@ from hitrate.engine.tiny import build_tiny_model
 TINY_SHAPE = dict(vocab_size=512, hidden=64, layers=2, heads=4, kv_heads=2, seed=0)
 
 
+@pytest.fixture(autouse=True)
+def decode_tuning_cache(tmp_path, monkeypatch) -> Path:
+    """Each test's own decode-tuning cache: no test reads a choice another run (or a user's
+    start) left in the user cache folder."""
+    folder = tmp_path / "decode-tuning"
+    monkeypatch.setenv("HITRATE_TUNING_CACHE", str(folder))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_model_factory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """`factory(arch="llama", **overrides) -> Path`; identical requests share one folder."""

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
-from hitrate.engine import cpu_linear
+from hitrate.engine import cpu_linear, cpu_threads
 from hitrate.engine.api import GenerationRequest, GenerationResult, SamplingParams
 from hitrate.engine.runner import TransformersEngine
 
@@ -135,10 +135,13 @@ def test_bfloat16_engine_runs_on_packed_weights_close_to_float32(tiny_llama_path
 
 
 def test_the_decode_thread_reports_the_torch_threads_it_runs_on(tiny_llama_path):
-    engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096)
-    assert engine.metrics()["decode_threads"] == 0  # no request yet: no worker thread
-    engine.generate(req(tokens(9, 5), 2))
-    assert engine.metrics()["decode_threads"] == torch.get_num_threads()
+    try:
+        engine = TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096, threads=1)
+        assert engine.metrics()["decode_threads"] == 0  # no request yet: no worker thread
+        engine.generate(req(tokens(9, 5), 2))
+        assert engine.metrics()["decode_threads"] == 1  # `--threads 1`, whatever the CPUs
+    finally:
+        cpu_threads.configure(None)
 
 
 needs_mkl_packed = pytest.mark.skipif(not cpu_linear.mkl_packed_available(), reason="torch built without MKL")

@@ -70,7 +70,8 @@ def test_the_verify_command_prints_the_report(tiny_llama_path):
     if cpu_linear.onednn_available(torch.float32):
         assert [entry["rows"] for entry in report["step_layouts"]] == list(range(1, 9))
         for entry in report["step_layouts"]:  # the chosen one is the fastest timed, or near it
-            assert entry["step_ms"][entry["layout"]] <= decode_tuning.NEAR_FASTEST * min(entry["step_ms"].values())
+            if not entry["noisy"]:  # (a busy machine's row counts keep the default layout)
+                assert entry["step_ms"][entry["layout"]] <= decode_tuning.NEAR_FASTEST * min(entry["step_ms"].values())
             assert {"as stored", "oneDNN"} <= set(entry["step_ms"])
         assert "decode step layouts timed at load, the fastest chosen" in text
         assert "  4 rows " in text and "as stored" in text
