@@ -209,18 +209,204 @@ ROW_KERNEL(7)
 ROW_KERNEL(8)
 
 typedef void (*row_kernel)(const format *, const uint8_t *, const float *, int, float *, int);
-static const row_kernel ROWS[GROUP + 1] = {0, row_1, row_2, row_3, row_4, row_5, row_6, row_7, row_8};
+static const row_kernel ROWS[GROUP + 1] __attribute__((unused)) = {0, row_1, row_2, row_3, row_4, row_5, row_6, row_7, row_8};
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+/* ---- AVX-512: each block's weights formed 16 at a time in a register (no buffer) and fed to the
+   M rows' accumulators at once. The weights are the reference's float32 values bit for bit (an
+   FMA of an exact product and one subtraction rounds as the reference's two steps do). ---- */
+#include <immintrin.h>
+#define FUSED 1
+#define INLINE static inline __attribute__((always_inline))
+
+/* Few rows would wait on one FMA chain each (4 cycles a step): their products alternate between
+   SLOTS(m) sets of accumulators, chosen by the position of the 16 weights in the block. */
+#define SLOTS(m) ((m) == 1 ? 4 : (m) <= 3 ? 2 : 1)
+
+INLINE void feed(__m512 wv, const float *x, size_t in, __m512 *acc, int m, int chunk) {
+  __m512 *a = acc + (chunk & (SLOTS(m) - 1)) * m;
+  for (int k = 0; k < m; k++) a[k] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)k * in), a[k]);
+}
+
+INLINE __m512 from_u8(__m128i q) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q)); }
+INLINE __m512 from_i8(__m128i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)); }
+
+INLINE void f32_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  feed(_mm512_loadu_ps((const float *)b), x, in, acc, m, 0);
+  feed(_mm512_loadu_ps((const float *)b + 16), x + 16, in, acc, m, 1);
+}
+
+INLINE void f16_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  feed(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b)), x, in, acc, m, 0);
+  feed(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32))), x + 16, in, acc, m, 1);
+}
+
+INLINE void bf16_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(b + 32 * h))), 16);
+    feed(_mm512_castsi512_ps(w), x + 16 * h, in, acc, m, h);
+  }
+}
+
+INLINE void q8_0_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  __m512 d = _mm512_set1_ps(half(b));
+  feed(_mm512_mul_ps(d, from_i8(_mm_loadu_si128((const __m128i *)(b + 2)))), x, in, acc, m, 0);
+  feed(_mm512_mul_ps(d, from_i8(_mm_loadu_si128((const __m128i *)(b + 18)))), x + 16, in, acc, m, 1);
+}
+
+INLINE void q4_0_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  __m512 d = _mm512_set1_ps(half(b));
+  __m128i qs = _mm_loadu_si128((const __m128i *)(b + 2)), low = _mm_set1_epi8(0xF), eight = _mm_set1_epi8(8);
+  __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low), eight);
+  __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low), eight);
+  feed(_mm512_mul_ps(d, from_i8(lo)), x, in, acc, m, 0);
+  feed(_mm512_mul_ps(d, from_i8(hi)), x + 16, in, acc, m, 1);
+}
+
+INLINE void q5_0_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  __m512 d = _mm512_set1_ps(half(b));
+  uint32_t qh;
+  memcpy(&qh, b + 2, 4);
+  __m128i qs = _mm_loadu_si128((const __m128i *)(b + 6)), low = _mm_set1_epi8(0xF), bit = _mm_set1_epi8(0x10);
+  __m128i sixteen = _mm_set1_epi8(16);
+  /* the 5th bits: bit j of qh as byte j of a mask (0x10 where set) */
+  __m128i h0 = _mm_and_si128(_mm_movm_epi8((__mmask16)(qh & 0xFFFF)), bit);
+  __m128i h1 = _mm_and_si128(_mm_movm_epi8((__mmask16)(qh >> 16)), bit);
+  __m128i lo = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(qs, low), h0), sixteen);
+  __m128i hi = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(qs, 4), low), h1), sixteen);
+  feed(_mm512_mul_ps(d, from_i8(lo)), x, in, acc, m, 0);
+  feed(_mm512_mul_ps(d, from_i8(hi)), x + 16, in, acc, m, 1);
+}
+
+INLINE void q4_k_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  float d = half(b), dmin = half(b + 2);
+  const uint8_t *scales = b + 4, *qs = b + 16;
+  __m128i low = _mm_set1_epi8(0xF);
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    int s1, m1, s2, m2;
+    scale_min_k4(2 * c, scales, &s1, &m1);
+    scale_min_k4(2 * c + 1, scales, &s2, &m2);
+    __m512 d1 = _mm512_set1_ps(d * (float)s1), n1 = _mm512_set1_ps(dmin * (float)m1);
+    __m512 d2 = _mm512_set1_ps(d * (float)s2), n2 = _mm512_set1_ps(dmin * (float)m2);
+    const float *xc = x + 64 * c;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      __m128i q = _mm_loadu_si128((const __m128i *)(qs + 32 * c + 16 * h));
+      __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
+      feed(_mm512_fmsub_ps(d1, from_u8(lo), n1), xc + 16 * h, in, acc, m, h);
+      feed(_mm512_fmsub_ps(d2, from_u8(hi), n2), xc + 32 + 16 * h, in, acc, m, 2 + h);
+    }
+  }
+}
+
+INLINE void q6_k_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = (const int8_t *)(b + 192);
+  float d = half(b + 208);
+  __m128i low = _mm_set1_epi8(0xF), two = _mm_set1_epi8(3), bias = _mm_set1_epi8(32);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 2
+    for (int l = 0; l < 32; l += 16) {
+      __m128i a = _mm_loadu_si128((const __m128i *)(ql + 64 * h + l));
+      __m128i c = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 32 + l));
+      __m128i e = _mm_loadu_si128((const __m128i *)(qh + 32 * h + l));
+      __m128i q1 = _mm_or_si128(_mm_and_si128(a, low), _mm_slli_epi16(_mm_and_si128(e, two), 4));
+      __m128i q2 = _mm_or_si128(_mm_and_si128(c, low), _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(e, 2), two), 4));
+      __m128i q3 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low),
+                                _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(e, 4), two), 4));
+      __m128i q4 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 4), low),
+                                _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(e, 6), two), 4));
+      const int8_t *s = sc + 8 * h + l / 16;
+      const float *xh = x + 128 * h + l;
+      feed(_mm512_mul_ps(_mm512_set1_ps(d * (float)s[0]), from_i8(_mm_sub_epi8(q1, bias))), xh, in, acc, m, 0);
+      feed(_mm512_mul_ps(_mm512_set1_ps(d * (float)s[2]), from_i8(_mm_sub_epi8(q2, bias))), xh + 32, in, acc, m, 1);
+      feed(_mm512_mul_ps(_mm512_set1_ps(d * (float)s[4]), from_i8(_mm_sub_epi8(q3, bias))), xh + 64, in, acc, m, 2);
+      feed(_mm512_mul_ps(_mm512_set1_ps(d * (float)s[6]), from_i8(_mm_sub_epi8(q4, bias))), xh + 96, in, acc, m, 3);
+    }
+  }
+}
+
+INLINE void q8_k_block(const uint8_t *b, const float *x, size_t in, __m512 *acc, int m) {
+  float dv;
+  memcpy(&dv, b, 4);
+  __m512 d = _mm512_set1_ps(dv);
+#pragma GCC unroll 16
+  for (int j = 0; j < 256; j += 16)
+    feed(_mm512_mul_ps(d, from_i8(_mm_loadu_si128((const __m128i *)(b + 4 + j)))), x + j, in, acc, m, j / 16);
+}
+
+/* One weight row (`blocks` blocks of VALUES values in BYTES bytes) against M rows of x. */
+#define FUSED_ROW(NAME, VALUES, BYTES, M)                                                          \
+  static void NAME##_row_##M(const uint8_t *w, int blocks, const float *x, size_t in, float *y,   \
+                             size_t out) {                                                        \
+    __m512 acc[M * SLOTS(M)];                                                                     \
+    for (int k = 0; k < M * SLOTS(M); k++) acc[k] = _mm512_setzero_ps();                          \
+    for (int b = 0; b < blocks; b++) NAME##_block(w + (size_t)b * BYTES, x + (size_t)b * VALUES, in, acc, M); \
+    for (int j = 1; j < SLOTS(M); j++)                                                            \
+      for (int k = 0; k < M; k++) acc[k] = _mm512_add_ps(acc[k], acc[j * M + k]);                 \
+    for (int k = 0; k < M; k++) y[(size_t)k * out] = _mm512_reduce_add_ps(acc[k]);                \
+  }
+#define FUSED_TYPE(NAME, VALUES, BYTES)                                                            \
+  FUSED_ROW(NAME, VALUES, BYTES, 1) FUSED_ROW(NAME, VALUES, BYTES, 2) FUSED_ROW(NAME, VALUES, BYTES, 3)     \
+  FUSED_ROW(NAME, VALUES, BYTES, 4) FUSED_ROW(NAME, VALUES, BYTES, 5) FUSED_ROW(NAME, VALUES, BYTES, 6)     \
+  FUSED_ROW(NAME, VALUES, BYTES, 7) FUSED_ROW(NAME, VALUES, BYTES, 8)                              \
+  static const fused_row NAME##_rows[GROUP + 1] = {0, NAME##_row_1, NAME##_row_2, NAME##_row_3,   \
+                                                   NAME##_row_4, NAME##_row_5, NAME##_row_6,      \
+                                                   NAME##_row_7, NAME##_row_8};
+
+typedef void (*fused_row)(const uint8_t *, int, const float *, size_t, float *, size_t);
+FUSED_TYPE(f32, 32, 128)
+FUSED_TYPE(f16, 32, 64)
+FUSED_TYPE(bf16, 32, 64)
+FUSED_TYPE(q4_0, 32, 18)
+FUSED_TYPE(q5_0, 32, 22)
+FUSED_TYPE(q8_0, 32, 34)
+FUSED_TYPE(q4_k, 256, 144)
+FUSED_TYPE(q6_k, 256, 210)
+FUSED_TYPE(q8_k, 256, 292)
+
+static const fused_row *fused_rows(int qtype) {
+  switch (qtype) {
+    case T_F32: return f32_rows;
+    case T_F16: return f16_rows;
+    case T_BF16: return bf16_rows;
+    case T_Q4_0: return q4_0_rows;
+    case T_Q5_0: return q5_0_rows;
+    case T_Q8_0: return q8_0_rows;
+    case T_Q4_K: return q4_k_rows;
+    case T_Q6_K: return q6_k_rows;
+    case T_Q8_K: return q8_k_rows;
+    default: return 0;
+  }
+}
+#else
+#define FUSED 0
+#endif
+
+int hitrate_quant_fused(void) { return FUSED; }
 
 int hitrate_quant_gemv(int qtype, const uint8_t *w, size_t row_bytes, const float *x, const float *bias, float *y,
                        int rows, int in, int out, int threads) {
   format f;
   if (format_of(qtype, &f) != 0 || in % f.values != 0) return -1;
+#if FUSED
+  const fused_row *table = fused_rows(qtype);
+#endif
+  int blocks = in / f.values;
+  (void)blocks;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int o = 0; o < out; o++) {
     const uint8_t *wo = w + (size_t)o * row_bytes;
     for (int r = 0; r < rows; r += GROUP) {
       int m = rows - r < GROUP ? rows - r : GROUP;
+#if FUSED
+      table[m](wo, blocks, x + (size_t)r * in, (size_t)in, y + (size_t)r * out + o, (size_t)out);
+#else
       ROWS[m](&f, wo, x + (size_t)r * in, in, y + (size_t)r * out + o, out);
+#endif
     }
     if (bias)
       for (int r = 0; r < rows; r++) y[(size_t)r * out + o] += bias[o];
