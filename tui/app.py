@@ -229,7 +229,6 @@ class HitrateApp(CommandsMixin, App[None]):
             return
         prompt_box = self.query_one(PromptInput)
         prompt_box.prompt_history.add(text)
-        prompt_box.value = ""
         if text.lstrip().startswith("/"):
             await self.run_command_line(text)
             return

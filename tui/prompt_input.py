@@ -151,12 +151,28 @@ class PromptInput(TextArea):
 
     # ---- keys ----------------------------------------------------------------------------
 
+    #: Keys acted on as they arrive, like typed characters. A binding runs only once its key event
+    #: has bubbled up to the app, by which time the characters typed after it (a fast typist, a
+    #: burst of type-ahead) are already in: "one", Ctrl+J, "two" would read "onetwo\n".
+    _IN_ORDER_KEYS = {"ctrl+j": "action_newline", "shift+enter": "action_newline", "tab": "action_complete"}
+
     async def _on_key(self, event: events.Key) -> None:
         # TextArea inserts a newline on Enter before any binding is consulted: take Enter first.
         if event.key == "enter":
             event.stop()
             event.prevent_default()
-            self.post_message(self.Submitted(self, self.text))
+            text = self.text
+            if text.strip():
+                # Emptied now, not when the app reads the message: what is typed next (type-ahead)
+                # is the next prompt, and must not be wiped with this one.
+                self.value = ""
+            self.post_message(self.Submitted(self, text))
+            return
+        action = self._IN_ORDER_KEYS.get(event.key)
+        if action is not None:
+            event.stop()
+            event.prevent_default()
+            getattr(self, action)()
             return
         if event.key == "up" and self.cursor_location[0] == 0:
             event.stop()

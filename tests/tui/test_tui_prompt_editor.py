@@ -98,3 +98,38 @@ async def test_missing_editor_is_a_clear_message(make_app, monkeypatch):
         await wait_until(pilot, lambda: app.query(NoticeLine).last().has_class("-error"), "the error notice")
         assert "set $VISUAL or $EDITOR" in str(app.query(NoticeLine).last().render())
         assert app.query_one(PromptInput).value == "keep me"
+
+
+def _burst(app, *keys: str) -> None:
+    """Keys (`ctrl+j`, `enter`, or text) as a terminal delivers a fast typist's burst: all queued before any is handled
+    (Pilot.press waits for each key to be handled, which hides ordering bugs)."""
+    named = {"ctrl+j": "\n", "enter": "\r"}
+    for key in keys:
+        if key in named:
+            app.post_message(events.Key(key, named[key]))
+            continue
+        for char in key:
+            app.post_message(events.Key("space" if char == " " else char, char))
+
+
+async def test_a_ctrl_j_burst_is_applied_in_the_order_typed(make_app):
+    app = make_app({SPEC: []})
+    async with app.run_test(size=(80, 24)) as pilot:
+        box = app.query_one(PromptInput)
+        _burst(app, "line one", "ctrl+j", "line two")
+        await pilot.pause()
+        await pilot.pause()
+        assert box.value == "line one\nline two"
+        assert box.cursor_location == (1, len("line two"))
+
+
+async def test_type_ahead_after_enter_is_the_next_prompt(make_app):
+    gate_free = [{"text": "first answer"}, {"text": "second answer"}]
+    app = make_app({SPEC: gate_free})
+    async with app.run_test(size=(80, 24)) as pilot:
+        box = app.query_one(PromptInput)
+        _burst(app, "first", "enter", "second")
+        await pilot.pause()
+        await wait_until(pilot, lambda: not app.busy and app.figures.calls, "the first turn")
+        assert user_texts(app) == ["first"]
+        assert box.value == "second"
