@@ -27,6 +27,8 @@ class SamplingParams:
     max_tokens: int = 256
     temperature: float = 0.0  # 0 means greedy
     top_p: float = 1.0
+    top_k: int = 0  # keep only the k most probable tokens; 0: no cut
+    min_p: float = 0.0  # drop tokens less probable than min_p times the most probable one
     stop: tuple[str, ...] = ()
     seed: int | None = None
     ignore_eos: bool = False  # keep generating past end-of-sequence tokens (benchmarks, fixed-length runs)

@@ -26,7 +26,7 @@ from hitrate.engine.api import (
     PrefillStarted,
     SamplingParams,
 )
-from hitrate.engine import constraints
+from hitrate.engine import constraints, sampling_defaults
 from hitrate.engine.chat import ChatFormat, ChatMessage
 from hitrate.engine.toolcalls import ParsedReply, ToolCall, ToolCallStreamSplitter, parse_tool_calls
 
@@ -50,6 +50,15 @@ MAX_STOP_SEQUENCES = 32
 MAX_STOP_CHARS = 1000
 StopText = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
 StopList = Annotated[list[StopText], Field(max_length=MAX_STOP_SEQUENCES)]
+
+# top_k and min_p as vLLM accepts them (OpenAI's wires have neither: clients send them as extra body
+# fields). A top_k of -1 or 0 means no top-k cut.
+TopK = Annotated[int, Field(ge=-1)]
+MinP = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def top_k_value(top_k: int | None) -> int | None:
+    return None if top_k is None else max(top_k, 0)
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -85,8 +94,11 @@ class ChatRequest:
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] = field(default_factory=list)
     max_tokens: int | None = None  # None: the server default, capped by the room left in the context
-    temperature: float = 1.0
-    top_p: float = 1.0
+    # Sampling; None: the model's default (`ChatService.sampling_defaults`).
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
     salt: str = ""
@@ -178,14 +190,17 @@ class ChatService:
     """Chat on top of an `Engine`. Thread-safe; the engine batches concurrent generations."""
 
     def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096,
-                 cap_max_tokens: bool = False) -> None:
+                 cap_max_tokens: bool = False, sampling: sampling_defaults.SamplingDefaults | None = None) -> None:
         """`cap_max_tokens`: a requested max_tokens larger than the room left in the context window
         is lowered to that room instead of refused. For a client that cannot count the prompt's
-        tokens itself (it only sets a ceiling on the reply), as the harness's local backend."""
+        tokens itself (it only sets a ceiling on the reply), as the harness's local backend.
+        `sampling`: what a request that names no temperature / top_p / top_k / min_p gets
+        (default: the model's generation config, `sampling_defaults.for_engine`)."""
         self.engine = engine
         self.chat = chat or ChatFormat(engine.tokenizer)
         self.default_max_tokens = default_max_tokens
         self.cap_max_tokens = cap_max_tokens
+        self.sampling_defaults = sampling or sampling_defaults.for_engine(engine)
 
     # ----------------------------------------------------------------- request -> prompt
 
@@ -219,10 +234,13 @@ class ChatService:
                 grammar = constraints.tool_call_grammar(request.tools, request.forced_tool.name, self.engine.tokenizer)
             except (EngineError, ValueError) as exc:
                 raise RequestError(f"tool_choice: {exc}", param="tool_choice") from exc
+        defaults = self.sampling_defaults
         params = SamplingParams(
             max_tokens=max_tokens,
-            temperature=request.temperature,
-            top_p=request.top_p,
+            temperature=defaults.temperature if request.temperature is None else request.temperature,
+            top_p=defaults.top_p if request.top_p is None else request.top_p,
+            top_k=defaults.top_k if request.top_k is None else request.top_k,
+            min_p=defaults.min_p if request.min_p is None else request.min_p,
             stop=tuple(dict.fromkeys(request.stop + self.chat.stop_strings)),
             seed=request.seed,
         )

@@ -82,7 +82,9 @@ class ToolCallStreamSplitter:
         """The first place at or after `pos` where a call may start: (index, kind)."""
         found: list[tuple[int, str]] = []
         for marker in MARKERS:
-            if (i := text.find(marker, pos)) >= 0:
+            # From the first unsettled character: a fence or brace found not to open a call may
+            # still begin a marker (`[` of `[TOOL_CALLS]`), and a marker sorts first.
+            if (i := text.find(marker, self._forwarded)) >= 0:
                 found.append((i, "marker"))
         if self._opening is not None:
             if (i := text.find(FENCE, pos)) >= 0:
@@ -91,7 +93,7 @@ class ToolCallStreamSplitter:
                 if text[i] in "{[" and at_line_start(text, i):
                     found.append((i, "bare"))
                     break
-        return min(found, default=None)
+        return min(found, key=lambda f: (f[0], f[1] != "marker"), default=None)
 
     def _decide(self, text: str, start: int, kind: str) -> str:
         assert self._opening is not None

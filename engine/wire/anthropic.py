@@ -25,7 +25,7 @@ from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import EngineError, PrefillStarted
 from hitrate.engine.chat import ChatMessage
 from hitrate.engine.serving import (ChatRequest, ForcedToolCall, MarkedPrefix, PreparedCall, Reply, RequestError, StopList,
-                                    validation_message)
+                                    TopK, top_k_value, validation_message)
 from hitrate.engine.toolcalls import ToolCall
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
@@ -117,7 +117,7 @@ class MessagesRequest(_Lenient):
     tool_choice: ToolChoice | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    top_k: int | None = None
+    top_k: TopK | None = None
     stop_sequences: StopList | None = None
     stream: bool = False
     thinking: dict[str, Any] | None = None
@@ -249,8 +249,6 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesReq
         body = MessagesRequest.model_validate(payload)
     except ValidationError as exc:
         raise RequestError(validation_message(exc)) from exc
-    if body.top_k is not None:
-        raise RequestError("top_k is not supported by this server; use temperature and top_p", param="top_k")
     notices: tuple[str, ...] = ()
     if body.thinking and body.thinking.get("type") not in (None, "disabled"):
         # Accepted and ignored, as Anthropic documents for models without extended thinking: the
@@ -282,8 +280,9 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[MessagesReq
         messages=_conversation(body),
         tools=tools,
         max_tokens=body.max_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=top_k_value(body.top_k),
         stop=tuple(s for s in body.stop_sequences or () if s),
         salt=salt,
         parse_tool_calls=parse_calls,

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, SamplingParams
 from hitrate.engine.chat import ChatFormat, ChatMessage
-from hitrate.engine.serving import RequestError, Seed, StopList, StopText, validation_message
+from hitrate.engine.sampling_defaults import SamplingDefaults
+from hitrate.engine.serving import MinP, RequestError, Seed, StopList, StopText, TopK, top_k_value, validation_message
 
 
 class _Lenient(BaseModel):
@@ -35,6 +36,8 @@ class CompletionRequest(_Lenient):
     max_tokens: int = Field(default=16, ge=1)  # OpenAI's documented default
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: TopK | None = None
+    min_p: MinP | None = None
     stop: StopText | StopList | None = None
     seed: Seed | None = None
     n: int | None = Field(default=None, ge=1)
@@ -46,10 +49,11 @@ class CompletionRequest(_Lenient):
     cache_salt: str | None = None
 
 
-def parse_completion(payload: Any, chat: ChatFormat, max_model_len: int, *, salt_header: str | None
-                     ) -> tuple[CompletionRequest, GenerationRequest]:
+def parse_completion(payload: Any, chat: ChatFormat, max_model_len: int, *, salt_header: str | None,
+                     defaults: SamplingDefaults | None = None) -> tuple[CompletionRequest, GenerationRequest]:
     """The engine request for a completion (token ids are range-checked by the engine). A text
-    prompt that cannot fit `max_model_len` is refused before it is tokenized."""
+    prompt that cannot fit `max_model_len` is refused before it is tokenized. `defaults`: the
+    sampling a request that names none gets (the model's, `ChatService.sampling_defaults`)."""
     tokenizer = chat.tokenizer
     try:
         body = CompletionRequest.model_validate(payload)
@@ -73,10 +77,13 @@ def parse_completion(payload: Any, chat: ChatFormat, max_model_len: int, *, salt
     if not ids:
         raise RequestError("the prompt is empty", param="prompt")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    defaults = defaults or SamplingDefaults()
     params = SamplingParams(
         max_tokens=body.max_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
+        temperature=defaults.temperature if body.temperature is None else body.temperature,
+        top_p=defaults.top_p if body.top_p is None else body.top_p,
+        top_k=defaults.top_k if body.top_k is None else top_k_value(body.top_k),
+        min_p=defaults.min_p if body.min_p is None else body.min_p,
         stop=tuple(s for s in stop if s),
         seed=body.seed,
     )

@@ -19,7 +19,8 @@ from hitrate.engine import constraints
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import EngineError
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, Seed, StopList, StopText, validation_message
+from hitrate.engine.serving import (ChatRequest, ForcedToolCall, MinP, Reply, RequestError, Seed, StopList, StopText, TopK,
+                                    top_k_value, validation_message)
 from hitrate.engine.toolcalls import ToolCall
 
 
@@ -76,6 +77,8 @@ class ChatCompletionRequest(_Lenient):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: TopK | None = None
+    min_p: MinP | None = None
     stop: StopText | StopList | None = None
     seed: Seed | None = None
     n: int | None = Field(default=None, ge=1)
@@ -163,8 +166,10 @@ def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
         messages=messages,
         tools=tools,
         max_tokens=body.max_completion_tokens or body.max_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=top_k_value(body.top_k),
+        min_p=body.min_p,
         stop=tuple(s for s in stop if s),
         seed=body.seed,
         salt=salt,

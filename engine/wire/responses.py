@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.chat import ChatMessage
-from hitrate.engine.serving import ChatRequest, ForcedToolCall, Reply, RequestError, validation_message
+from hitrate.engine.serving import (ChatRequest, ForcedToolCall, MinP, Reply, RequestError, TopK, top_k_value,
+                                    validation_message)
 from hitrate.engine.toolcalls import ToolCall
 from hitrate.engine.wire.openai import response_format_grammar
 
@@ -45,6 +46,8 @@ class ResponsesRequest(_Lenient):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: TopK | None = None
+    min_p: MinP | None = None
     stream: bool = False
     previous_response_id: str | None = None
     parallel_tool_calls: bool | None = None
@@ -212,8 +215,10 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[ResponsesRe
         messages=_messages(body),
         tools=tools,
         max_tokens=body.max_output_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=top_k_value(body.top_k),
+        min_p=body.min_p,
         salt=salt,
         parse_tool_calls=parse_calls,
         call_id_prefix="call_",

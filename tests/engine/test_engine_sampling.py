@@ -46,3 +46,67 @@ def test_draw_is_reproducible_with_a_seed_and_takes_unnormalised_weights():
     one_hot = torch.zeros(10)
     one_hot[7] = 3.0
     assert {draw(one_hot) for _ in range(50)} == {7}
+
+
+def _counts(logits: torch.Tensor, n: int = 4000, **params) -> torch.Tensor:
+    from hitrate.engine.api import SamplingParams
+    from hitrate.engine.sampling import sample
+
+    generator = torch.Generator().manual_seed(3)
+    p = SamplingParams(temperature=params.pop("temperature", 1.0), **params)
+    return torch.bincount(torch.tensor([sample(logits, p, generator) for _ in range(n)]), minlength=logits.numel())
+
+
+def test_top_k_draws_only_the_k_best_in_proportion():
+    probs = torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15])
+    counts = _counts(probs.log(), top_k=2)
+    assert counts[[0, 2, 4]].sum() == 0  # only tokens 1 and 3
+    share = counts[1] / (counts[1] + counts[3])
+    assert abs(float(share) - 0.4 / 0.7) < 0.04  # renormalised over the two kept
+
+
+def test_min_p_drops_tokens_below_a_share_of_the_best():
+    probs = torch.tensor([0.5, 0.3, 0.12, 0.08])
+    counts = _counts(probs.log(), min_p=0.2)  # threshold 0.1: token 3 (0.08) goes
+    assert counts[3] == 0 and counts[:3].min() > 0
+
+
+def test_top_k_with_top_p_and_temperature_zero():
+    probs = torch.tensor([0.05, 0.4, 0.1, 0.3, 0.15])
+    # top_k 3 keeps {1, 3, 4} renormalised to (0.47, 0.35, 0.18); top_p 0.8 then keeps {1, 3}.
+    counts = _counts(probs.log(), top_k=3, top_p=0.8)
+    assert counts[[0, 2, 4]].sum() == 0 and counts[1] > 0 and counts[3] > 0
+    assert _counts(probs.log(), n=5, temperature=0.0, top_k=3).tolist() == [0, 5, 0, 0, 0]
+
+
+def test_bad_top_k_and_min_p_are_refused():
+    from hitrate.engine.api import EngineError, SamplingParams
+    from hitrate.engine.sampling import validate_params
+
+    with pytest.raises(EngineError, match="top_k"):
+        validate_params(SamplingParams(top_k=-1))
+    with pytest.raises(EngineError, match="min_p"):
+        validate_params(SamplingParams(min_p=1.5))
+
+
+def test_sampling_defaults_come_from_the_generation_config_then_the_family():
+    from transformers import GenerationConfig
+
+    from hitrate.engine import sampling_defaults as sd
+
+    qwen = sd.from_generation_config(GenerationConfig(temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05))
+    assert (qwen.temperature, qwen.top_p, qwen.top_k, qwen.min_p) == (0.7, 0.8, 20, 0.0)
+    assert sd.from_generation_config(GenerationConfig()) is None  # sets nothing: not the model's choice
+    assert sd.from_generation_config(GenerationConfig(do_sample=False)).temperature == 0.0
+    family = sd.for_family("qwen2.5-coder-0.5b-instruct", None)
+    assert (family.temperature, family.top_p, family.top_k) == (0.7, 0.8, 20)
+    assert sd.for_family("tiny-tools", "/tmp/x") is None
+    assert sd.for_family("gemma-3-270m-it").top_k == 64
+
+    class Engine:  # a GGUF-loaded model: transformers leaves every sampling field unset
+        model_name = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+        model = type("M", (), {"generation_config": GenerationConfig(), "config": None})()
+
+    assert sd.for_engine(Engine()).top_k == 20
+    Engine.model_name = "my-model"
+    assert sd.for_engine(Engine()) == sd.SamplingDefaults()

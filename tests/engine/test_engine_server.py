@@ -295,7 +295,7 @@ def test_openai_bad_requests_get_400_with_a_message(server, body, fragment):
     ({"model": MODEL, "messages": [{"role": "user", "content": "x"}]}, "max_tokens"),
     ({"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]}, "image"),
-    ({"model": MODEL, "max_tokens": 5, "top_k": 5, "messages": [{"role": "user", "content": "x"}]}, "top_k"),
+    ({"model": MODEL, "max_tokens": 5, "top_k": -5, "messages": [{"role": "user", "content": "x"}]}, "top_k"),
     ({"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "text"}]}]},
      "text.text: Field required"),
     ({"model": MODEL, "max_tokens": 5, "tool_choice": {"type": "any"}, "messages": [{"role": "user", "content": "x"}]},

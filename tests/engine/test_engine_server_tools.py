@@ -178,3 +178,121 @@ def test_tool_choice_none_leaves_the_call_as_text(oa):
     r = _openai_turn(oa, [{"role": "user", "content": CALL_PROMPT}], max_tokens=64, tool_choice="none")
     assert r.choices[0].message.tool_calls is None and r.choices[0].finish_reason == "stop"
     assert r.choices[0].message.content == CALL_REPLY
+
+
+# ---------------------------------------------------------------- every format a model writes, through both SDKs
+
+from tests.engine.scripted_engine import ScriptedEngine  # noqa: E402
+
+from hitrate.engine.sampling_defaults import SamplingDefaults  # noqa: E402
+from hitrate.engine.serving import ChatService  # noqa: E402
+
+SHELL = {"type": "function", "function": {"name": "shell", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+READ = {"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+FORMAT_TOOLS = [READ, SHELL]
+FORMAT_TOOLS_ANTHROPIC = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in FORMAT_TOOLS]
+# (the prompt word that selects the reply, the reply, the prose expected, the calls expected)
+FORMATS = {
+    "fenced": ('To fix it I need to see the file.\n\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```',
+               "To fix it I need to see the file.", [("read_file", {"path": "roman.py"})]),
+    "bare": ('{"name": "shell", "arguments": "{\\"command\\": \\"pytest -q\\"}"}', "",
+             [("shell", {"command": "pytest -q"})]),
+    "hermes": ('<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>\n<tool_call>\n'
+               '{"name": "shell", "arguments": {"command": "ls"}}\n</tool_call>', "",
+               [("read_file", {"path": "a.py"}), ("shell", {"command": "ls"})]),
+    "llama": ('<|python_tag|>{"name": "shell", "parameters": {"command": "ls"}}', "", [("shell", {"command": "ls"})]),
+    "mistral": ('[TOOL_CALLS][{"name": "read_file", "arguments": {"path": "b.py"}}]', "",
+                [("read_file", {"path": "b.py"})]),
+    "undeclared": ('```json\n{"name": "from_roman", "arguments": {"text": "XIV"}}\n```',
+                   '```json\n{"name": "from_roman", "arguments": {"text": "XIV"}}\n```', []),
+    "prose": ("Lists are mutable; tuples are not.", "Lists are mutable; tuples are not.", []),
+}
+
+
+@pytest.fixture(scope="module")
+def scripted(tiny_qwen2_path):
+    from transformers import AutoTokenizer
+
+    def script(prompt: str) -> str:
+        asked = prompt.rsplit("<|im_start|>user", 1)[-1]
+        return next(reply for key, (reply, _, _) in FORMATS.items() if f"[{key}]" in asked)
+
+    engine = ScriptedEngine(AutoTokenizer.from_pretrained(tiny_qwen2_path), script)
+    service = ChatService(engine, sampling=SamplingDefaults(temperature=0.7, top_p=0.8, top_k=20, source="test"))
+    with ServerThread(create_app(engine, service=service)) as running:
+        yield engine, running
+
+
+def _clients(server):
+    oa = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
+    an = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    return oa, an
+
+
+@pytest.mark.parametrize("kind", list(FORMATS))
+def test_every_format_becomes_calls_on_openai_chat_streamed_or_not(scripted, kind):
+    engine, server = scripted
+    oa, _ = _clients(server)
+    _, prose, calls = FORMATS[kind]
+    messages = [{"role": "user", "content": f"[{kind}] go"}]
+    r = oa.chat.completions.create(model="scripted", messages=messages, tools=FORMAT_TOOLS)
+    message = r.choices[0].message
+    got = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []]
+    assert got == calls and (message.content or "") == prose
+    assert r.choices[0].finish_reason == ("tool_calls" if calls else "stop")
+    chunks = list(oa.chat.completions.create(model="scripted", messages=messages, tools=FORMAT_TOOLS, stream=True))
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    deltas = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    assert content == prose
+    assert [(d.function.name, json.loads(d.function.arguments)) for d in deltas] == calls
+    assert [d.index for d in deltas] == list(range(len(calls)))
+
+
+@pytest.mark.parametrize("kind", ["fenced", "bare", "hermes", "undeclared"])
+def test_every_format_becomes_tool_use_on_anthropic_streamed_or_not(scripted, kind):
+    _, server = scripted
+    _, an = _clients(server)
+    _, prose, calls = FORMATS[kind]
+    messages = [{"role": "user", "content": f"[{kind}] go"}]
+    m = an.messages.create(model="scripted", max_tokens=200, tools=FORMAT_TOOLS_ANTHROPIC, messages=messages)
+    assert [(b.name, b.input) for b in m.content if b.type == "tool_use"] == calls
+    assert "".join(b.text for b in m.content if b.type == "text") == prose
+    assert m.stop_reason == ("tool_use" if calls else "end_turn")
+    with an.messages.stream(model="scripted", max_tokens=200, tools=FORMAT_TOOLS_ANTHROPIC, messages=messages) as s:
+        final = s.get_final_message()
+    assert [(b.name, b.input) for b in final.content if b.type == "tool_use"] == calls
+    assert "".join(b.text for b in final.content if b.type == "text") == prose
+
+
+@pytest.mark.parametrize("kind", ["fenced", "bare", "undeclared"])
+def test_every_format_becomes_function_calls_on_openai_responses_streamed_or_not(scripted, kind):
+    _, server = scripted
+    oa, _ = _clients(server)
+    _, prose, calls = FORMATS[kind]
+    tools = [{"type": "function", **t["function"]} for t in FORMAT_TOOLS]
+    r = oa.responses.create(model="scripted", input=f"[{kind}] go", tools=tools)
+    assert [(o.name, json.loads(o.arguments)) for o in r.output if o.type == "function_call"] == calls
+    assert r.output_text == prose
+    with oa.responses.stream(model="scripted", input=f"[{kind}] go", tools=tools) as s:
+        final = s.get_final_response()
+    assert [(o.name, json.loads(o.arguments)) for o in final.output if o.type == "function_call"] == calls
+    assert final.output_text == prose
+
+
+def test_sampling_defaults_fill_what_a_request_leaves_out_and_top_k_is_accepted(scripted):
+    engine, server = scripted
+    oa, an = _clients(server)
+    messages = [{"role": "user", "content": "[prose] hi"}]
+    oa.chat.completions.create(model="scripted", messages=messages)
+    p = engine.requests[-1].params
+    assert (p.temperature, p.top_p, p.top_k, p.min_p) == (0.7, 0.8, 20, 0.0)
+    oa.chat.completions.create(model="scripted", messages=messages, temperature=0.2,
+                               extra_body={"top_k": 5, "min_p": 0.05})
+    p = engine.requests[-1].params
+    assert (p.temperature, p.top_p, p.top_k, p.min_p) == (0.2, 0.8, 5, 0.05)
+    an.messages.create(model="scripted", max_tokens=20, messages=messages, extra_body={"top_k": 3})
+    assert (engine.requests[-1].params.top_k, engine.requests[-1].params.temperature) == (3, 0.7)
+    oa.chat.completions.create(model="scripted", messages=messages, extra_body={"top_k": -1})
+    assert engine.requests[-1].params.top_k == 0  # vLLM's "no cut"

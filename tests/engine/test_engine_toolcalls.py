@@ -254,6 +254,8 @@ STREAM_CASES = [
     'Use ``` fences and [links](x) and {braces}.\n[1] note\n{"a": 1}',
     '```json\n{"name": "read_file", "arguments": {"path": }}\n```',
     'The list: [\n{"name": "list_dir", "arguments": {}}]',
+    '[TOOL_CALLS][{"name": "read_file", "arguments": {"path": "b.py"}}]',
+    'ok\n<|python_tag|>{"name": "shell", "parameters": {"command": "ls"}}',
 ]
 
 
@@ -310,7 +312,8 @@ def test_a_fence_opening_is_decided_within_a_few_characters():
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(list(' \n{}[]`":,ab') + ["```", "```json\n", '{"name": ', '"read_file"', '"f"',
-                                                          '"arguments": {}', "<tool_call>", "}\n```\n", "json"]),
+                                                          '"arguments": {}', "<tool_call>", "}\n```\n", "json",
+                                                          "[TOOL_CALLS]", "<|python_tag|>"]),
                 max_size=30).map("".join),
        st.lists(st.integers(0, 60), max_size=6))
 def test_stream_always_ends_like_the_whole_parse(text, cuts):
