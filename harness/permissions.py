@@ -16,16 +16,28 @@ They live in the config file (`harness.defaults.config_path()`) under `[permissi
     deny = ["shell(rm:*)"]
 
 A deny rule wins over an allow rule. A shell command that no OS sandbox confines is never let
-through by a rule or a default: only a person can allow it (`hitrate.tools.shell.UNCONFINED_SHELL`). A command prefix never matches a compound command (one with
-`;`, `&&`, `|`, a redirection or a substitution): `git status; rm -rf ~` is not `git status`, so it
-is asked about (Claude Code does the same for chained commands).
+through by a rule or a default: only a person can allow it (`hitrate.tools.shell.UNCONFINED_SHELL`).
+
+Shell rules are matched on the parsed command (`harness.shell_parse`), never on its text:
+
+- a deny rule matches when any simple command of the line matches it: in a list or pipeline, a
+  subshell, a substitution, behind `env`/`command`/`exec`/`sudo`/`xargs`/`sh -c`/`eval`, whatever
+  the quoting, the program's folder (`/bin/rm`) or the options before the subcommand
+  (`git -c x=y push`). A line that does not parse, or whose program is only known when it runs
+  (`$(echo git) push`), while deny rules exist, is asked about (refused when nobody can be asked);
+- an allow rule covers a line only when every simple command of it is allowed, its program names
+  are literal and it redirects into no file: `git status; rm -rf ~` is not `git status`.
+
+"Always allow" stores a prefix (`git status:*`) only for ordinary programs; for an interpreter or a
+program that runs other commands (`bash`, `python3`, `node`, `env`, `sudo`, `npm run`, ...) it
+stores the exact command, since a prefix would allow any code at all.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
-import shlex
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +45,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hitrate.harness.shell_parse import (
+    GLOBAL_OPTIONS,
+    OPAQUE_WRAPPERS,
+    SHELLS,
+    TRANSPARENT_WRAPPERS,
+    ParsedCommand,
+    SimpleCommand,
+    parse_command,
+)
 from hitrate.tools import UNCONFINED_SHELL
 from hitrate.tools.base import ApprovalHook, Refusal
 
@@ -41,8 +62,46 @@ Verdict = Literal["allow", "deny", "ask"]
 GUARDED_TOOLS = ("shell", "write_file", "edit_file")
 
 _RULE = re.compile(r"^(?P<tool>[a-z_]+)(?:\((?P<pattern>.+)\))?$", re.DOTALL)
-# Anything that makes one command line run more than one program, or write where it likes.
-_COMPOUND = re.compile(r"[;&|<>`\n]|\$\(")
+
+# Programs that run whatever code their arguments say: "always allow" stores the exact command for
+# them, never a prefix (`python3:*` would allow `python3 -c 'anything'`).
+_INTERPRETERS = re.compile(
+    r"^(?:python[\d.]*|pypy[\d.]*|node|nodejs|deno|bun|ruby|perl|php|lua(?:jit)?|Rscript|julia|osascript|pwsh|"
+    r"powershell|awk|gawk|mawk|nawk|fish|csh|tcsh|source|\.|eval|npx|bunx|pnpx|uvx|pipx|su|chroot|unshare|"
+    r"nsenter|watch|parallel|ssh|script|find|make|just)$"
+)
+# Programs whose subcommand runs arbitrary scripts or code: `npm run:*` would allow any script.
+_RUNNER_SUBCOMMANDS: dict[str, frozenset[str]] = {
+    "npm": frozenset({"run", "run-script", "exec", "x", "start", "test", "t"}),
+    "pnpm": frozenset({"run", "exec", "dlx", "x", "start", "test"}),
+    "yarn": frozenset({"run", "exec", "dlx", "node", "start", "test"}),
+    "bun": frozenset({"run", "x", "exec"}),
+    "uv": frozenset({"run", "tool"}),
+    "poetry": frozenset({"run"}),
+    "pdm": frozenset({"run"}),
+    "hatch": frozenset({"run"}),
+    "pipenv": frozenset({"run"}),
+    "rye": frozenset({"run"}),
+    "cargo": frozenset({"run"}),
+    "go": frozenset({"run", "generate"}),
+    "dotnet": frozenset({"run"}),
+    "docker": frozenset({"run", "exec"}),
+    "podman": frozenset({"run", "exec"}),
+    "kubectl": frozenset({"exec", "run"}),
+    "git": frozenset({"-c", "-C"}),
+}
+
+
+def runs_arbitrary_code(command: SimpleCommand) -> bool:
+    """True for an interpreter or a program that runs commands its arguments name: a rule for it
+    can only ever be its exact command."""
+    name = command.program_name
+    if name is None:
+        return True
+    if name in SHELLS or name in TRANSPARENT_WRAPPERS or name in OPAQUE_WRAPPERS or _INTERPRETERS.match(name):
+        return True
+    subcommand = command.words[1] if len(command.words) > 1 else None
+    return subcommand in _RUNNER_SUBCOMMANDS.get(name, frozenset())
 
 
 class PermissionRuleError(ValueError):
@@ -71,35 +130,103 @@ class Rule(BaseModel):
     def __str__(self) -> str:
         return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
 
+    @property
+    def is_prefix(self) -> bool:
+        return self.pattern is not None and self.pattern.endswith(":*")
+
+    @property
+    def _pattern_words(self) -> tuple[str | None, ...]:
+        assert self.pattern is not None
+        text = self.pattern[:-2] if self.is_prefix else self.pattern
+        parsed = parse_command(text)
+        return parsed.commands[0].words if parsed.commands and parsed.error is None else tuple(text.split())
+
     def matches(self, tool: str, args: dict[str, Any]) -> bool:
+        """Whether this rule, alone, allows the call (for a shell command: every command of the line)."""
         if tool != self.tool:
             return False
         if self.pattern is None:
             return True
         if tool == "shell":
             command = str(args.get("command", "")).strip()
-            if self.pattern.endswith(":*"):
-                prefix = self.pattern[:-2].strip()
-                if _COMPOUND.search(command):
-                    return False
-                return command == prefix or command.startswith(prefix + " ")
-            return command == self.pattern
+            if not self.is_prefix and command == self.pattern:
+                return True
+            parsed = parse_command(command)
+            return allowable(parsed) and all(self.allows_command(c) for c in parsed.own_commands)
         path = str(args.get("path", ""))
         return fnmatch.fnmatchcase(path, self.pattern)
+
+    def allows_command(self, command: SimpleCommand) -> bool:
+        """An allow rule read literally: the program as written, the words in their places."""
+        if self.tool != "shell":
+            return False
+        if self.pattern is None:
+            return True
+        want = self._pattern_words
+        if self.is_prefix:
+            return command.words[: len(want)] == want
+        return command.words == want
+
+    def denies(self, tool: str, args: dict[str, Any]) -> bool | None:
+        """Whether this deny rule matches the call: True, False, or None when the command cannot be
+        read well enough to tell (it does not parse, or a program or word in the way is only known
+        when it runs)."""
+        if tool != self.tool:
+            return False
+        if self.pattern is None:
+            return True
+        if tool != "shell":
+            return fnmatch.fnmatchcase(str(args.get("path", "")), self.pattern)
+        parsed = parse_command(str(args.get("command", "")))
+        if parsed.error is not None:
+            return None
+        answers = [self._denies_command(command) for command in parsed.commands]
+        if True in answers:
+            return True
+        return None if None in answers else False
+
+    def _denies_command(self, command: SimpleCommand) -> bool | None:
+        want = self._pattern_words
+        if not want or want[0] is None:
+            return False
+        name = command.program_name
+        if name is None:
+            return None
+        if name != os.path.basename(want[0]):
+            return False
+        rest, valued = command.words[1:], GLOBAL_OPTIONS.get(name, frozenset())
+        index = 0
+        for word in want[1:]:
+            # Options before the next word of the rule are skipped (`git -c x=y push`).
+            while index < len(rest) and rest[index] is not None and rest[index] != word and str(rest[index]).startswith("-"):
+                index += 2 if rest[index] in valued else 1
+            if index >= len(rest):
+                return False
+            if rest[index] is None:
+                return None
+            if rest[index] != word:
+                return False
+            index += 1
+        if not self.is_prefix and index != len(rest):
+            return False
+        return True
+
+
+def allowable(parsed: ParsedCommand) -> bool:
+    """Whether any allow rule may cover the line at all: it parses, names its programs literally
+    and writes into no file."""
+    return parsed.error is None and not parsed.dynamic and not parsed.writes_files and bool(parsed.commands)
 
 
 def command_prefix(command: str) -> str | None:
     """The prefix a "always allow commands like this" answer would allow: the program and its
-    subcommand (`git status -s` → `git status`, `npm run test` → `npm run`, `pytest -q` → `pytest`).
-    None for a compound command, which no prefix rule matches."""
-    if _COMPOUND.search(command):
+    subcommand (`git status -s` → `git status`, `pytest -q` → `pytest`). None for a line of several
+    commands, and for an interpreter or a program that runs other commands (see `prefix_rule`)."""
+    parsed = parse_command(command)
+    if not allowable(parsed) or len(parsed.commands) != 1 or runs_arbitrary_code(parsed.commands[0]):
         return None
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if not words:
-        return None
+    single = parsed.commands[0]
+    words = [w for w in single.words if w is not None]
     kept = [words[0]]
     if len(words) > 1 and re.fullmatch(r"[A-Za-z][\w-]*", words[1]):
         kept.append(words[1])
@@ -107,6 +234,14 @@ def command_prefix(command: str) -> str | None:
 
 
 def prefix_rule(command: str) -> Rule | None:
+    """The rule "always allow" stores: a prefix for an ordinary program, the exact command for an
+    interpreter or a wrapper (`bash ./run_tests.sh`, `python3 -c 'print(1)'`, `env FOO=1 make`,
+    `npm run test`), nothing for a line of several commands."""
+    parsed = parse_command(command)
+    if not allowable(parsed):
+        return None
+    if any(runs_arbitrary_code(simple) for simple in parsed.commands):
+        return Rule(tool="shell", pattern=command.strip())
     prefix = command_prefix(command)
     return None if prefix is None else Rule(tool="shell", pattern=f"{prefix}:*")
 
@@ -190,13 +325,44 @@ class Permissions:
 
     def decide(self, tool: str, args: dict[str, Any]) -> tuple[Verdict, Rule | None]:
         """What to do with this call, and the rule that said so (None: the default)."""
+        unsure = False
         for rule in self._deny:
-            if rule.matches(tool, args):
+            answer = rule.denies(tool, args)
+            if answer is True:
                 return "deny", rule
-        for rule in [*self._allow, *self.session_allow]:
-            if rule.matches(tool, args):
+            unsure = unsure or answer is None
+        if unsure:
+            # A deny rule might match a command that cannot be read: a person decides (and with
+            # nobody to ask, the hook refuses).
+            return "ask", None
+        allow = [*self._allow, *self.session_allow]
+        if tool == "shell":
+            rule = self._allowing_shell_rule(str(args.get("command", "")), allow)
+            if rule is not None:
                 return "allow", rule
+        else:
+            for rule in allow:
+                if rule.matches(tool, args):
+                    return "allow", rule
         return self.rules.default or self.fallback, None
+
+    @staticmethod
+    def _allowing_shell_rule(command: str, allow: list[Rule]) -> Rule | None:
+        """The rule that allows the line: a whole-tool rule, its exact text, or rules that between
+        them allow every command of it (the first of them is named)."""
+        for rule in allow:
+            if rule.tool == "shell" and (rule.pattern is None or (not rule.is_prefix and rule.pattern == command.strip())):
+                return rule
+        parsed = parse_command(command)
+        if not allowable(parsed):
+            return None
+        used: list[Rule] = []
+        for simple in parsed.own_commands:
+            found = next((rule for rule in allow if rule.tool == "shell" and rule.allows_command(simple)), None)
+            if found is None:
+                return None
+            used.append(found)
+        return used[0] if used else None
 
     def allow_for_session(self, rule: Rule) -> None:
         if rule not in self.session_allow:
