@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -181,6 +182,9 @@ def _grade_swebench(task: Task, grader: SwebenchGrader, source: Path, work_dir: 
         exit_code, timed_out, output, launch_error, duration, confined = _run_confined(task, argv, work_dir, root, env, limit)
     else:
         exit_code, timed_out, output, launch_error, duration, confined = None, False, "", None, 0.0, False
+    diagnosis = ""
+    if launch_error is None and not timed_out and _COLLECTION_ERROR.search(output):
+        diagnosis = clean_test_output(_collection_errors(task, grader, work_dir, root, env, limit), root)
     output = clean_test_output(output, root)
     infra_error = launch_error or (f"the test patch does not apply: {patch_error}" if patch_error else None)
     outcomes: dict[str, TestOutcome] = {t: TestOutcome.missing for t in task.test_ids}
@@ -212,10 +216,24 @@ def _grade_swebench(task: Task, grader: SwebenchGrader, source: Path, work_dir: 
         timed_out=timed_out,
         infra_error=infra_error,
         duration_s=round(duration, 3),
-        output=(f"[graded by {graded_by}]\n" + output)[-OUTPUT_TAIL_CHARS:],
+        output=(f"[graded by {graded_by}]\n" + output + diagnosis)[-OUTPUT_TAIL_CHARS:],
         suspicious_changes=[f"edited test file {rel}" for rel in grader.test_files if _differs(source / rel, task.workspace_dir / rel)],
         confined=confined,
     )
+
+
+# pytest's closing line when test files could not be imported; SWE-bench's command (--tb=no)
+# then prints no reason.
+_COLLECTION_ERROR = re.compile(r"\d+ errors? during collection")
+
+
+def _collection_errors(task: Task, grader: SwebenchGrader, work_dir: Path, root: Path, env: dict[str, str], limit: float) -> str:
+    """Why the test files could not be collected (the import error), from a second, collect-only
+    run that prints it; the verdict stays the one of the graded run."""
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "--tb=line", "-p", "no:cacheprovider", *grader.test_files]
+    _code, _timed_out, text, _error, _duration, _confined = _run_confined(task, argv, work_dir, root, env, limit)
+    reasons = [line.strip() for line in text.splitlines() if re.search(r"\w(Error|Exception)\b", line)]
+    return "\n[why collection failed]\n" + "\n".join(dict.fromkeys(reasons)) + "\n" if reasons else ""
 
 
 def _official_verdict(official, grader: SwebenchGrader, output: str, exit_code: int | None, root: Path):

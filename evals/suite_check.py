@@ -61,9 +61,36 @@ def _run_problems(label: str, result: GradeResult) -> list[str]:
 
 def _none_ran(label: str, result: GradeResult) -> str:
     """One line for a run in which no listed test ran, with the error that stopped them."""
-    found = _ERROR_LINE.search(result.output)
-    cause = found.group(1).strip() if found else f"exit status {result.exit_code}"
+    found = _ERROR_LINE.findall(result.output)  # the last one is the cause of a traceback
+    cause = found[-1].strip() if found else f"exit status {result.exit_code}"
     return f"none of the {len(result.outcomes)} listed tests ran on {label}: {cause}"
+
+
+def _any_passed(result: GradeResult) -> bool:
+    return any(o is TestOutcome.passed for o in result.outcomes.values())
+
+
+def _collected_nothing(result: GradeResult) -> bool:
+    """No listed test ran: all missing, or failed by a log parser's count after pytest could not
+    collect the test files."""
+    if _any_passed(result):
+        return False
+    return all(o is TestOutcome.missing for o in result.outcomes.values()) or bool(_COLLECTION_FAILED.search(result.output))
+
+
+_COLLECTION_FAILED = re.compile(r"\d+ errors? during collection")
+
+
+def _not_installed(result: GradeResult) -> str | None:
+    """The import error of a run in which no listed test passed because a module is not installed
+    here (the tests are missing, or failed by the log parser's count, when they cannot be collected)."""
+    if not _collected_nothing(result):
+        return None
+    found = _MISSING_MODULE.search(result.output)
+    return found.group(0).strip() if found else None
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named \S+")
 
 
 def _fails_at_start(task: Task) -> str:
@@ -72,8 +99,8 @@ def _fails_at_start(task: Task) -> str:
 
 def _outcome_problems(task: Task, on_workspace: GradeResult, with_solution: GradeResult) -> list[str]:
     problems: list[str] = []
-    ran_on_workspace = any(o is not TestOutcome.missing for o in on_workspace.outcomes.values())
-    if task.pass_to_pass and not ran_on_workspace:
+    collected_on_workspace = not _collected_nothing(on_workspace)
+    if task.pass_to_pass and not collected_on_workspace:
         # Pass-to-pass tests that cannot even be collected say nothing about the task; the cause
         # (a missing dependency, an import error) is one line, not one per test.
         problems.append(_none_ran("workspace/", on_workspace))
@@ -84,12 +111,12 @@ def _outcome_problems(task: Task, on_workspace: GradeResult, with_solution: Grad
         for node_id in task.fail_to_pass:
             if on_workspace.outcomes[node_id] is TestOutcome.passed:
                 problems.append(f"fail_to_pass test already passes on workspace/: {node_id}")
-    if ran_on_workspace:
+    if collected_on_workspace:
         for node_id in task.pass_to_pass:
             outcome = on_workspace.outcomes[node_id]
             if outcome is not TestOutcome.passed:
                 problems.append(f"pass_to_pass test is {outcome} on workspace/: {node_id}")
-    if len(with_solution.outcomes) > 1 and all(o is TestOutcome.missing for o in with_solution.outcomes.values()):
+    if len(with_solution.outcomes) > 1 and _collected_nothing(with_solution):
         problems.append(_none_ran("solution/", with_solution))
     else:
         for node_id, outcome in with_solution.outcomes.items():
@@ -116,7 +143,11 @@ def check_task(task: Task) -> TaskCheck:
                          with_solution=skipped, problems=problems, not_runnable=blocker)  # fmt: skip
     with_solution = grade(task, overlay=task.solution_dir)
     problems = _run_problems("workspace/", on_workspace) + _run_problems("solution/", with_solution)
-    if not problems:
+    not_runnable = None
+    if not problems and (missing := _not_installed(with_solution)) is not None:
+        # Even the reference cannot be tested: the tests need a module this machine lacks.
+        not_runnable = f"its tests need what is not installed here ({missing})"
+    elif not problems:
         problems = _outcome_problems(task, on_workspace, with_solution)
     return TaskCheck(
         task_id=task.id,
@@ -124,6 +155,7 @@ def check_task(task: Task) -> TaskCheck:
         on_workspace=on_workspace,
         with_solution=with_solution,
         problems=problems,
+        not_runnable=not_runnable,
     )
 
 

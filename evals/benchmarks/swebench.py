@@ -9,7 +9,7 @@ test is the test patch. Grading applies the test patch, runs the files it touche
 log with the official harness's parser and F2P / P2P report (`benchmark_grading`).
 
 Tests run in the local sandbox when the repository's suite runs under pytest and its declared
-Python dependencies are installed here; other instances need their official image and are listed
+Python dependencies (`python_deps`) are installed here; other instances need their official image and are listed
 as unavailable with the reason.
 """
 
@@ -22,8 +22,6 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import tomllib
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from hitrate.evals.benchmark_grading import apply_patch
 from hitrate.evals.benchmarks.materialise import BenchmarkError, write_task_toml
+from hitrate.evals.benchmarks.python_deps import missing_distributions
 
 # swebench.harness.constants.NON_TEST_EXTS: files in a test patch that are not test directives.
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
@@ -149,32 +148,13 @@ def _changed_files(before: Path, after: Path) -> tuple[list[str], list[str]]:
     return changed, sorted(old - new)
 
 
-def _missing_dependencies(workspace: Path) -> list[str]:
-    """Declared dependencies of the repository (pyproject's [project] table) not installed here."""
-    pyproject = workspace / "pyproject.toml"
-    if not pyproject.is_file():
-        return []
-    try:
-        declared = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("dependencies", [])
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return []
-    missing = []
-    for requirement in declared:
-        name = re.split(r"[\s<>=!~;\[(]", str(requirement).strip(), maxsplit=1)[0]
-        try:
-            metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            missing.append(name)
-    return missing
-
-
 def _local_blocker(instance: SwebenchInstance, workspace: Path) -> str | None:
     parser = instance.log_parser or "parse_log_pytest"
     if instance.repo in NON_PYTEST_REPOS:
         return f"{instance.repo} runs its tests with {NON_PYTEST_REPOS[instance.repo]}, not pytest, locally unsupported"
     if parser not in PYTEST_PARSERS:
         return f"its tests are parsed by {parser}, not a pytest parser, so they need the official image"
-    missing = _missing_dependencies(workspace)
+    missing = missing_distributions(workspace)
     if missing:
         return f"its Python dependencies are not installed here (missing: {', '.join(missing)})"
     return None

@@ -167,7 +167,6 @@ def eval_command(
     from hitrate.evals.shard import parse_shard
     from hitrate.evals.benchmarks import canonical_suite
     from hitrate.evals.task import SuiteFormatError
-    from hitrate.harness.defaults import default_model
     from hitrate.harness.models import ModelSpecError
     from hitrate.store.ledger import default_ledger_path
 
@@ -193,7 +192,7 @@ def eval_command(
                 parse_shard(shard)
             suite_spec = canonical_suite(suite)
             repos_path = str(Path(repos).expanduser().resolve()) if repos is not None else None
-            spec = model or default_model()
+            spec = model or _default_model(policy)
             cache_mode = (cache or CacheChoice.cold).value
             if nonce_from is not None and cache_mode != "warm":
                 _fail(console, "--nonce-from is for warm runs: add --cache warm")
@@ -239,6 +238,24 @@ def eval_command(
         _fail(console, str(exc))
     _summary(console, result, db_path, report)
     raise typer.Exit({"finished": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(result.status, EXIT_INCOMPLETE))
+
+
+def _default_model(policy: PolicyChoice | None) -> str:
+    """The configured model; with --policy replay and none configured, the tiny random-weight demo
+    model on the bundled engine (offline, free): a replay's turns come from its script, not from
+    the model's judgment, but its requests still go through a real backend."""
+    from hitrate.harness.defaults import NoModelError, default_model
+
+    try:
+        return default_model()
+    except NoModelError:
+        if policy is not PolicyChoice.replay:
+            raise
+    from hitrate.harness.cli import require_extra
+    from hitrate.harness.demo import cache_dir, ensure_demo_model
+
+    require_extra("local", "a replay without --model (it serves the tiny demo model with the bundled engine)")
+    return f"local/{ensure_demo_model(cache_dir())}"
 
 
 def _tool_protocol(console: Console, value: str | None) -> str | None:

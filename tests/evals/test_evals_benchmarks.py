@@ -499,3 +499,58 @@ def test_show_output_is_titled_after_the_test_command(tmp_path):
     result = CliRunner().invoke(_cli(), ["suite", "check", str(tmp_path / "suite"), "--show-output"])
     assert result.exit_code == 1 and "test is failed with solution/: tests" in result.output
     assert "sh-answer: sh output on solution/" in result.output and "pytest output" not in result.output and "got 41" in result.output
+
+
+# ---- SWE-bench: what a repository needs, and tests that cannot be collected ------------------------
+
+
+def test_test_dependencies_are_read_from_every_place_python_projects_declare_them(tmp_path):
+    from hitrate.evals.benchmarks.python_deps import missing_distributions
+
+    # marshmallow's layout at the time of its SWE-bench instances: setup.py with a module constant.
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\nEXTRAS_REQUIRE = {'reco': ['simplejson-hitrate-absent'], 'tests': ['pytest', 'pytz-hitrate-absent'],\n"
+        "                  'lint': ['flake8-hitrate-absent==3.7.4']}\nsetup(name='m', install_requires=[], extras_require=EXTRAS_REQUIRE)\n"
+    )
+    assert missing_distributions(tmp_path) == ["pytz-hitrate-absent"]
+    # tox installs the reco extra too, and a requirements file of its own.
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py37\n\n[testenv]\nextras = tests, reco\ndeps =\n    -rdev-requirements.txt\n    {[base]deps}\n")
+    (tmp_path / "dev-requirements.txt").write_text("# tools\nmock-hitrate-absent>=2 ; python_version >= '3'\nold-hitrate-absent ; python_version < '3'\n")
+    assert set(missing_distributions(tmp_path)) == {"pytz-hitrate-absent", "simplejson-hitrate-absent", "mock-hitrate-absent"}
+    (tmp_path / "setup.cfg").write_text("[options]\ninstall_requires =\n    cfg-hitrate-absent\n[options.extras_require]\ntesting = pytest\n")
+    (tmp_path / "requirements.txt").write_text("-e .\nreq-hitrate-absent\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "m"\ndependencies = ["pyproject-hitrate-absent"]\n[project.optional-dependencies]\ntest = ["pytest"]\n')
+    assert set(missing_distributions(tmp_path)) == {"pytz-hitrate-absent", "simplejson-hitrate-absent", "mock-hitrate-absent",
+                                                     "cfg-hitrate-absent", "req-hitrate-absent", "pyproject-hitrate-absent"}  # fmt: skip
+
+
+def test_an_instance_whose_tests_cannot_import_a_module_says_so_once(tmp_path):
+    # Both runs collect nothing (ModuleNotFoundError): not "pass_to_pass test is missing" once per
+    # test, and a fail_to_pass test that never ran proves nothing.
+    row = json.loads(SWEBENCH.read_text().splitlines()[0])
+    row["test_patch"] = row["test_patch"].replace("@@ -7,3 +7,7 @@", "@@ -7,3 +7,8 @@").replace(
+        "+\n+\n+def test_median_of_even_count", "+\n+\n+import simplejson_hitrate_absent  # noqa\n+def test_median_of_even_count"
+    )
+    jsonl = tmp_path / "instances.jsonl"
+    jsonl.write_text(json.dumps(row) + "\n")
+    suite = load_suite(resolve_suite(f"swebench:{jsonl}", repos=str(SWEBENCH_REPOS)))
+    [check] = check_tasks(suite.tasks, workers=1)
+    assert check.problems == [] and check.verdict == "not runnable here"
+    assert check.not_runnable == "its tests need what is not installed here (ModuleNotFoundError: No module named 'simplejson_hitrate_absent')"
+
+
+def test_a_replay_without_a_model_runs_on_the_demo_model(monkeypatch, tmp_path):
+    from hitrate.evals.commands import eval as cli_eval
+    from hitrate.harness import defaults, demo
+    from hitrate.harness.defaults import NoModelError
+
+    def nothing():
+        raise NoModelError("no model configured and none reachable")
+
+    monkeypatch.setattr(defaults, "default_model", nothing)
+    monkeypatch.setattr(demo, "ensure_demo_model", lambda root: tmp_path / "tiny")
+    assert cli_eval._default_model(cli_eval.PolicyChoice.replay) == f"local/{tmp_path / 'tiny'}"
+    with pytest.raises(NoModelError):
+        cli_eval._default_model(cli_eval.PolicyChoice.model)
+    with pytest.raises(NoModelError):
+        cli_eval._default_model(None)
