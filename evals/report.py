@@ -176,6 +176,32 @@ class Block(BaseModel):
     task_wall_s: Quantiles
     ttft_s: Quantiles
     tasks: list[TaskRow]
+    end_reasons: dict[str, int] = {}
+    """How the agent's last try of each task ended (`end_reason`), by count."""
+    harness_turns: dict[str, int] = {}
+    """Turns the harness added across the block's tries (repair, nudge, format_error), by kind."""
+
+
+def end_reason(detail: dict) -> str | None:
+    """How a task's last try ended, as one label: a limit's status (max_steps, max_wall, ...), else
+    the agent's own words without their particulars ("the model ended its turn", "the repair turn
+    did not produce a call", "the model submitted its work")."""
+    status, said = detail.get("agent_status"), detail.get("agent_detail")
+    if not isinstance(status, str):
+        return None
+    if status != "end_turn" or not isinstance(said, str) or not said:
+        return status
+    return said.split(" (", 1)[0]
+
+
+def _harness_turns(tasks: Sequence[TaskRecord]) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for task in tasks:
+        for attempt in task.detail.get("tries") or []:
+            turns = attempt.get("harness_turns") if isinstance(attempt, dict) else None
+            if isinstance(turns, dict):
+                counts.update({k: v for k, v in turns.items() if isinstance(v, int)})
+    return dict(sorted(counts.items()))
 
 
 class CallBar(BaseModel):
@@ -383,6 +409,8 @@ class _Group:
             task_wall_s=Quantiles.of(walls),
             ttft_s=Quantiles.of([c.ttft_s for c in calls if c.ttft_s is not None]),
             tasks=rows,
+            end_reasons=dict(Counter(r for t, _ in self.tasks if (r := end_reason(t.detail)) is not None).most_common()),
+            harness_turns=_harness_turns([t for t, _ in self.tasks]),
         )
 
 

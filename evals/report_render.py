@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from importlib import resources
+from typing import Any
 
 import jinja2
 from rich import box
@@ -179,7 +180,33 @@ def tables(report: Report) -> Group:
     miss_title = Text("calls with a miss, by reason" + (f" (costs {report.price_label})" if report.price_label else ""), style="bold")
     miss_note = Text("tokens: prompt tokens the misses paid as writes or fresh input; cost: what they cost over a hit.",
                      style="dim")
-    return Group(heading, summary, *notes, Text(""), miss_title, misses, miss_note)
+    ended = _end_reasons(blocks, label_of)
+    return Group(heading, summary, *notes, Text(""), miss_title, misses, miss_note, *ended)
+
+
+def _end_reasons(blocks: list[Block], label_of: Any) -> list[Any]:
+    """How the agent's runs ended, per block, and the turns the harness added (none when the runs
+    recorded neither)."""
+    from rich.text import Text
+
+    from hitrate.harness.terminal_text import visible
+
+    def plain(text: str) -> Text:
+        return Text(visible(text))
+
+    if not any(b.end_reasons for b in blocks):
+        return []
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("the agent's run ended", overflow="fold")
+    table.add_column("tasks", justify="right")
+    for b in blocks:
+        table.add_row(Text(visible(label_of(b)), style="bold"), "")
+        for reason, n in b.end_reasons.items():
+            table.add_row(plain(f"  {reason}"), str(n))
+        if b.harness_turns:
+            added = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in b.harness_turns.items())
+            table.add_row(plain(f"  harness turns added: {added}"), "")
+    return [Text(""), table]
 
 
 def _share(share: float | None, calls: int) -> str:

@@ -75,6 +75,7 @@ class HitrateApp(CommandsMixin, App[None]):
         Binding("f1", "help", "Help"),
         Binding("f2", "show_cost", "Cost"),
         Binding("ctrl+b", "toggle_cache", "Cache panel"),
+        Binding("ctrl+o", "toggle_tool_output", "Tool output", show=False),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -507,6 +508,12 @@ class HitrateApp(CommandsMixin, App[None]):
 
     def action_toggle_cache(self) -> None:
         self.cache_panel.toggle_class("-hidden")
+
+    def action_toggle_tool_output(self) -> None:
+        """Open the newest tool panel's whole output, or fold it back to its preview."""
+        panel = self.conversation.newest_tool()
+        if panel is not None:
+            panel.collapsed = not panel.collapsed
 
     def action_external_editor(self) -> None:
         self.query_one(PromptInput).action_external_editor()

@@ -84,6 +84,8 @@ class EventBridge:
             # A backend that does not stream (or a replayed turn) produced text nobody saw yet.
             if event.text and event.step not in self._streamed_steps:
                 self._post(msg.TextDelta(visible(event.text)))
+        elif isinstance(event, ev.HarnessTurn):
+            self._post(msg.HarnessTurnAdded(event.kind, visible(event.reason), visible(event.text)))
         elif isinstance(event, ev.Finished):
             self.outcome = _OUTCOME.get(event.status, "stopped")
             detail = event.detail or ("" if event.status == "end_turn" else event.status)

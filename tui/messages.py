@@ -64,6 +64,17 @@ class EpochStarted(AgentMessage):
         self.model = model
 
 
+class HarnessTurnAdded(AgentMessage):
+    """The harness told the model something it did not ask for: a repair turn, a nudge after the same
+    failing call, or a format-error turn (`harness.events.HarnessTurn`)."""
+
+    def __init__(self, kind: str, reason: str, text: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.reason = reason
+        self.text = text
+
+
 class TurnEnded(AgentMessage):
     """The agent stopped: `outcome` is "finished", "stopped" (a limit), "cancelled" or "failed"."""
 

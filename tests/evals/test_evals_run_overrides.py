@@ -62,3 +62,31 @@ def test_text_protocol_eval_passes_and_records_harness_turns(tmp_path):
     assert attempt["harness_turns"] == {"format_error": 1}
     stored = json.loads(json.dumps(row.detail))
     assert stored["agent_status"] == "end_turn"
+
+
+def test_the_report_says_how_runs_ended_and_what_the_harness_added(tmp_path):
+    from rich.console import Console
+
+    from hitrate.evals.report import end_reason, load_report
+    from hitrate.evals.report_render import tables
+
+    suite = tmp_path / "suite"
+    write_task(suite, "fix-add")
+    write_task(suite, "gives-up")
+    backend = PrefixCacheBackend(replies=[
+        {"text": '```json\n{"name": "read_file", "arguments": {"path": "mathx.py"}}\n```'},
+        {"text": '{"name": "read_file", "arguments": {"path": "mathx.py"}}'},
+        {"text": "Nothing to fix."},
+    ])
+    db = tmp_path / "o.db"
+    result = run_eval(_settings(suite), db_path=db, routes=FakeRoutes(backend))
+    [block] = load_report(db, [result.run_id]).blocks
+    assert block.end_reasons == {"the repair turn did not produce a call": 1, "the model ended its turn": 1}
+    assert block.harness_turns == {"repair": 1}
+    console = Console(width=100, record=True, color_system=None)
+    console.print(tables(load_report(db, [result.run_id])))
+    text = console.export_text()
+    assert "the agent's run ended" in text and "the repair turn did not produce a call" in text
+    assert "harness turns added: 1 repair" in text
+    assert end_reason({"agent_status": "max_steps", "agent_detail": "reached the limit"}) == "max_steps"
+    assert end_reason({}) is None

@@ -107,3 +107,19 @@ async def test_escape_cancels_the_step_and_keeps_what_was_recorded(make_app, led
         texts = [b.text for m in backend.prompts[-1].messages for b in m.content if hasattr(b, "text") and b.type == "text"]
         assert texts[-2:] == ["[interrupted by the user]", "three"]
         assert app.figures.failed_calls == 1 and app.figures.totals().calls == 2
+
+
+async def test_a_repair_turn_and_the_reason_the_turn_ended_are_shown(make_app, workspace, ledger):
+    from hitrate.tui.conversation import NoticeLine
+
+    app = make_app({SPEC: [
+        {"text": '{"name": "deep_merge", "arguments": {"a": {}}}'},
+        {"text": "deep_merge({}, {})"},
+    ]})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await submit(pilot, "Write deep_merge")
+        await wait_until(pilot, lambda: not app.busy and len(app.figures.calls) == 2, "the turn to end")
+        notices = [w.render().plain for w in app.query(NoticeLine)]
+        assert any(n.startswith("repair: a call of `deep_merge`, which is not one of your tools. The model was told: ")
+                   for n in notices)
+        assert any(n.startswith("ended: the repair turn did not produce a call") for n in notices)
