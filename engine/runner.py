@@ -190,10 +190,12 @@ class TransformersEngine:
         """Load a causal LM and its tokenizer from a local folder or a hub id. `verbose`: show
         transformers' progress bars and load logs (silenced otherwise). The loading runs on a
         thread of its own (`compute_thread`), so the main thread keeps no OpenMP pool that would
-        slow the scheduler's decode steps. `threads`: the CPU threads of the engine's work (None:
-        the CPUs other processes leave free, looked at again for each burst of requests;
-        `engine.cpu_threads`). `progress`: reports each load stage (`engine.load_progress`)."""
-        cpu_threads.configure(threads)
+        slow the scheduler's decode steps. `threads`: the CPU threads of the engine's work, for the
+        whole process (None: the process's setting, by default the CPUs other processes leave free,
+        looked at again for each burst of requests; `engine.cpu_threads`). `progress`: reports
+        each load stage (`engine.load_progress`)."""
+        if threads is not None:
+            cpu_threads.configure(threads)
         progress = progress or LoadProgress()
 
         def load() -> "TransformersEngine":
@@ -201,33 +203,35 @@ class TransformersEngine:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             target = loading.resolve_target(device)
-            torch_dtype = loading.resolve_dtype(dtype, target)
             gguf = loading.gguf_path(path_or_hub_id)
-            if gguf is not None:
-                source, is_folder, extra = str(gguf.parent), True, {"gguf_file": gguf.name}
-            else:
-                (source, is_folder), extra = loading.resolve_source(path_or_hub_id), {}
-            device_map = loading.device_map_for(target)
             read_started = progress.clock()
-            try:
-                with loading.quiet_transformers(verbose):
-                    tokenizer = AutoTokenizer.from_pretrained(
-                        source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code, **extra
-                    )
-                    model = AutoModelForCausalLM.from_pretrained(
-                        source,
-                        dtype=torch_dtype,
-                        local_files_only=local_files_only or is_folder,
-                        trust_remote_code=trust_remote_code,
-                        device_map=device_map,
-                        **extra,
-                    )
-            except (OSError, ValueError, ImportError) as exc:
-                raise EngineError(f"could not load model {str(gguf or source)!r}: {exc}") from exc
-            if gguf is not None and tokenizer.chat_template is None:
-                tokenizer.chat_template = loading.gguf_chat_template(gguf)
-            if device_map is None:
-                model = model.to(target)
+            if gguf is not None:  # read by the engine itself, quantized matrices kept as shipped by default
+                weights_dtype = loading.gguf_weights_dtype(dtype, target)
+                copies = batch_pack_bytes if weights_dtype is not None and target.type == "cpu" and fast_decode else 0
+                loaded = loading.load_gguf_model(gguf, weights_dtype, pool_tokens=pool_tokens,
+                                                 default_pool_bytes=_CPU_POOL_BYTES if target.type == "cpu" else 0,
+                                                 copy_bytes=copies)
+                model, tokenizer, source, is_folder = loaded.model.to(target), loaded.tokenizer, str(gguf), True
+            else:
+                torch_dtype = loading.resolve_dtype(dtype, target)
+                (source, is_folder) = loading.resolve_source(path_or_hub_id)
+                device_map = loading.device_map_for(target)
+                try:
+                    with loading.quiet_transformers(verbose):
+                        tokenizer = AutoTokenizer.from_pretrained(
+                            source, local_files_only=local_files_only or is_folder, trust_remote_code=trust_remote_code
+                        )
+                        model = AutoModelForCausalLM.from_pretrained(
+                            source,
+                            dtype=torch_dtype,
+                            local_files_only=local_files_only or is_folder,
+                            trust_remote_code=trust_remote_code,
+                            device_map=device_map,
+                        )
+                except (OSError, ValueError, ImportError) as exc:
+                    raise EngineError(f"could not load model {source!r}: {exc}") from exc
+                if device_map is None:
+                    model = model.to(target)
             progress.stage("read", seconds=progress.clock() - read_started, nbytes=_read_bytes(gguf, model),
                            detail=str(gguf or source))
             name = model_name or (gguf.stem if gguf is not None else Path(source).name if is_folder else source)

@@ -5,12 +5,17 @@ the same Anthropic adapter it uses for Anthropic's API. One code path: the proje
 marks reach the engine as `cache_control` (where they pin the marked prefix against eviction for
 their TTL), and the usage the engine reports (`cache_read_input_tokens` counted from its radix
 cache) is exact.
+
+Engine options ride on the spec as a query string, the options `hitrate serve` takes:
+`local/model.gguf?threads=1&copy-budget=512&no-tune`. The load's stages are reported on stderr.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from hitrate.harness.models import ModelSpecError
 
@@ -19,6 +24,31 @@ log = logging.getLogger(__name__)
 
 class LocalEngineError(ModelSpecError):
     """The local model could not be loaded or served."""
+
+
+# query option -> (from_pretrained argument, parse); MiB for the copy budget, as `serve --copy-budget`
+_OPTIONS = {
+    "threads": ("threads", int),
+    "copy-budget": ("batch_pack_bytes", lambda v: int(v) * 2**20),
+    "no-tune": ("tune", lambda v: v.lower() in ("0", "false", "no")),  # `no-tune` alone: True -> tune=False
+    "max-batch": ("max_batch", int),
+}
+_LEAST = {"threads": 1, "copy-budget": 0, "max-batch": 1}
+
+
+def split_options(ref: str) -> tuple[str, dict]:
+    """`path?threads=1&no-tune` -> (path, from_pretrained's arguments); a clear error for an
+    option it does not know or a value that is not a whole number."""
+    path, _, query = ref.partition("?")
+    options: dict = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in _OPTIONS:
+            raise LocalEngineError(f"local/{ref}: unknown option {name!r}; known: {', '.join(_OPTIONS)}")
+        argument, parse = _OPTIONS[name]
+        if name in _LEAST and not (value.isdigit() and int(value) >= _LEAST[name]):
+            raise LocalEngineError(f"local/{ref}: {name} takes a whole number of at least {_LEAST[name]}, got {value!r}")
+        options[argument] = parse(value)
+    return path, options
 
 
 class LocalEngineServer:
@@ -51,13 +81,14 @@ class LocalEngineServer:
         """Load the model, start the server, return its base URL."""
         if self._thread is not None:
             return self.url
-        ref = self.model_ref
+        ref, options = split_options(self.model_ref)
         folder = Path(ref).expanduser()
         is_path = folder.exists()
         if ref.startswith(("/", "./", "../", "~")) and not is_path:
             raise LocalEngineError(f"local/{ref}: could not load model: no model folder at {folder}")
         try:
             from hitrate.engine.api import EngineError
+            from hitrate.engine.load_progress import LoadProgress
             from hitrate.engine.runner import TransformersEngine
             from hitrate.engine.server import create_app
             from hitrate.engine.server_thread import ServerThread
@@ -75,6 +106,8 @@ class LocalEngineServer:
                 pool_tokens=self._pool_tokens,
                 model_name=self.model_ref,
                 local_files_only=is_path,
+                progress=LoadProgress(sys.stderr),
+                **options,
             )
         except EngineError as exc:
             hint = "" if is_path else " (a hub id needs network access on first use, or the weights in the local cache)"

@@ -18,6 +18,28 @@ DTYPE_HELP = (
 )
 
 
+THREADS_HELP = (
+    "CPU threads for the engine's work (default: the CPUs other processes leave free, looked at again for "
+    "each burst of requests; one core kept busy by another process takes it out)."
+)
+NO_TUNE_HELP = (
+    "Skip timing decode-step weight layouts at load: every batch size runs on the default layout. A timed "
+    "choice is cached, so only a first start pays for it."
+)
+COPY_BUDGET_HELP = (
+    "MiB of weight copies in other layouts that decode steps may run on (the engine's default: 2048); the "
+    "load keeps the fastest per batch size. 0: steps run on the weights as stored."
+)
+
+
+def engine_options(threads: Optional[int], no_tune: bool, copy_budget: Optional[int]) -> dict:
+    """from_pretrained's arguments for --threads, --no-tune and --copy-budget (MiB)."""
+    options: dict = {"threads": threads, "tune": not no_tune}
+    if copy_budget is not None:
+        options["batch_pack_bytes"] = copy_budget * 2**20
+    return options
+
+
 def register(app: typer.Typer) -> None:
     add_command(app, "serve", serve_command)
     engine_app = typer.Typer(help="The bundled local engine.", no_args_is_help=True)
@@ -32,6 +54,9 @@ def verify_command(
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
+    threads: Optional[int] = typer.Option(None, min=1, help=THREADS_HELP),
+    no_tune: bool = typer.Option(False, "--no-tune", help=NO_TUNE_HELP),
+    copy_budget: Optional[int] = typer.Option(None, min=0, help=COPY_BUDGET_HELP),
 ) -> None:
     """Measure the prefix cache on MODEL: for a prompt and a variant edited in the middle, the
     cached-vs-recompute logit difference, K/V groups, the QK products the cache saved, and K/V bytes
@@ -39,16 +64,19 @@ def verify_command(
     difference from float32 on the prompt."""
     require_extra("local", "hitrate engine verify")
     import json
+    import sys
 
     import torch
 
     from hitrate.engine.api import EngineError
+    from hitrate.engine.load_progress import LoadProgress
     from hitrate.engine.runner import TransformersEngine
     from hitrate.engine.verify import DEFAULT_PROMPT, verify
 
     try:
         engine = TransformersEngine.from_pretrained(model, device=device, dtype=dtype, pool_tokens=1 << 14,
-                                                    local_files_only=local_files_only)
+                                                    local_files_only=local_files_only, progress=LoadProgress(sys.stderr),
+                                                    **engine_options(threads, no_tune, copy_budget))
         reference = None
         if engine.layout.shape.dtype != torch.float32:  # what this dtype costs, against float32
             # Only its plain forward is used: no packed copies, fast step or batch rows to prepare.
@@ -82,21 +110,30 @@ def serve_command(
     local_files_only: bool = typer.Option(False, help="Never contact the hub; load from the local cache only."),
     trust_remote_code: bool = typer.Option(False, help="Allow model code shipped with the checkpoint."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
+    threads: Optional[int] = typer.Option(None, min=1, help=THREADS_HELP),
+    no_tune: bool = typer.Option(False, "--no-tune", help=NO_TUNE_HELP),
+    copy_budget: Optional[int] = typer.Option(None, min=0, help=COPY_BUDGET_HELP),
 ) -> None:
     """Serve MODEL with an exact prefix cache and continuous batching: /v1/chat/completions,
     /v1/responses, /v1/completions, /v1/messages, /tokenize, /detokenize, /metrics."""
     require_extra("local", "hitrate serve")
+    import sys
+
     from hitrate.engine.api import EngineError
+    from hitrate.engine.load_progress import LoadProgress
     from hitrate.engine.runner import TransformersEngine
-    from hitrate.engine.server import serve
+    from hitrate.engine.server import create_app
+    from hitrate.engine.server_loading import LoadingServer
 
     if page_size < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--page-size")
     # Claim the port before loading the model: a port in use fails in a second, not after a load
-    # of minutes.
+    # of minutes. It answers from then on: /health says 503 "loading" until the model is ready.
     listener = bind_listener(host, port)
-    try:
-        engine = TransformersEngine.from_pretrained(
+    progress = LoadProgress(sys.stderr)
+
+    def load() -> TransformersEngine:
+        return TransformersEngine.from_pretrained(
             model,
             device=device,
             dtype=dtype,
@@ -108,24 +145,31 @@ def serve_command(
             local_files_only=local_files_only,
             trust_remote_code=trust_remote_code,
             verbose=log_level in ("debug", "trace"),
+            progress=progress,
+            **engine_options(threads, no_tune, copy_budget),
         )
+
+    def app(engine: TransformersEngine):
+        return create_app(engine, served_model_names=served_model_name or None, default_max_tokens=default_max_tokens,
+                          max_body_bytes=int(max_body_mb * 1024 * 1024))
+
+    def ready(engine: TransformersEngine) -> None:
+        names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
+        typer.echo(
+            f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions /v1/responses /v1/completions, "
+            f"Anthropic: /v1/messages, "
+            f"metrics: /metrics; context {engine.max_context} tokens, "
+            f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
+        )
+
+    typer.echo(f"loading {model}; http://{host}:{port}/health answers 503 until it is ready", err=True)
+    try:
+        LoadingServer(load, app, sock=listener, progress=progress, on_ready=ready, log_level=log_level).run()
     except EngineError as exc:
-        listener.close()
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    except BaseException:
+    finally:
         listener.close()
-        raise
-    names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))
-    typer.echo(
-        f"serving {names} on http://{host}:{port}  (OpenAI: /v1/chat/completions /v1/responses /v1/completions, "
-        f"Anthropic: /v1/messages, "
-        f"metrics: /metrics; context {engine.max_context} tokens, "
-        f"cache {engine.metrics()['pool_tokens_total']:.0f} tokens)"
-    )
-    serve(engine, host=host, port=port, served_model_names=served_model_name or None,
-          default_max_tokens=default_max_tokens, max_body_bytes=int(max_body_mb * 1024 * 1024),
-          log_level=log_level, sock=listener)
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
