@@ -461,10 +461,11 @@ def serve(
     socket to serve on (so a caller can claim the port before the slow model load)."""
     import uvicorn
 
+    from hitrate.engine.connection_limits import guarded_protocol
+
     app = create_app(engine, served_model_names=served_model_names, default_max_tokens=default_max_tokens,
                      max_body_bytes=max_body_bytes)
-    if sock is None:
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
-        return
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
-    server.run(sockets=[sock])
+    # Silent, trickling and idle connections are closed, and open ones capped (connection_limits).
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, http=guarded_protocol(), timeout_keep_alive=5)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock] if sock is not None else None)
