@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from hitrate.evals.build_caches import seed as seed_cache
 from hitrate.evals.container_cli import ContainerError
 from hitrate.evals.grading import OUTPUT_CAPTURE_BYTES, OUTPUT_TAIL_CHARS, GradeResult, clean_test_output
 from hitrate.evals.junit import TestOutcome, match_outcomes, parse_junit
@@ -106,6 +107,9 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
             target.unlink()
         shutil.copyfile(task.tests_dir / rel, target)
     env = _base_env(work_dir, grader.env)
+    for variable, cache in grader.seeded_caches.items():
+        if variable in env:
+            seed_cache(cache, Path(env[variable]))
     exit_code, timed_out, output, launch_error, duration, confined = _run_confined(
         task, list(grader.command), work_dir, root, env, limit
     )

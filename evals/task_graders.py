@@ -51,6 +51,10 @@ class CommandGrader(BaseModel):
     """Rust crates only the reference solution needs (`.meta/Cargo-example.toml`): without them
     offline the task still runs, but the oracle cannot prove it here."""
 
+    seeded_caches: dict[str, str] = {}
+    """Environment variable -> shared build cache (`build_caches.WARMERS`): the folder the variable
+    names is filled from hitrate's own warmed cache before the command runs (Go's GOCACHE)."""
+
     @property
     def title(self) -> str:
         """What produces the command's output, for headings: the first program it requires

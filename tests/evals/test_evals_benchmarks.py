@@ -554,3 +554,27 @@ def test_a_replay_without_a_model_runs_on_the_demo_model(monkeypatch, tmp_path):
         cli_eval._default_model(cli_eval.PolicyChoice.model)
     with pytest.raises(NoModelError):
         cli_eval._default_model(None)
+
+
+def _digest(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="no Go toolchain (apt-get install golang-go)")
+def test_go_grading_starts_from_a_warmed_build_cache_it_cannot_write(tmp_path, monkeypatch):
+    from hitrate.evals import build_caches
+
+    monkeypatch.setenv("HITRATE_BUILD_CACHE", str(tmp_path / "build-caches"))
+    task = _polyglot().task("go-leap")
+    assert task.spec.grader.seeded_caches == {"GOCACHE": "go"}
+    [check] = check_tasks([task], workers=1)
+    assert check.problems == [] and check.with_solution.resolved, check.with_solution.output
+    [shared] = (tmp_path / "build-caches").glob("go-go1.*")
+    before = _digest(shared)
+    assert len(before) > 50 and build_caches.warmed_cache("go") == shared
+    # Each run fills a copy inside its own grading folder; the shared cache is left as it was.
+    kept = tmp_path / "grading"
+    assert grade(task, overlay=task.solution_dir, work_root=kept).resolved
+    assert _digest(shared) == before
+    copy = kept / "leap" / ".cache" / "go-build"
+    assert set(before) <= set(_digest(copy)) and len(_digest(copy)) > len(before)
