@@ -87,6 +87,16 @@ class ContainerCli:
     def image_exists(self, tag: str) -> bool:
         return self._run(["image", "inspect", tag], timeout_s=60, what="image inspect", check=False).returncode == 0
 
+    def pull(self, image: str, *, timeout_s: float) -> str | None:
+        """Pull `image` unless it is here already; None when it is here after, else why not."""
+        if self.image_exists(image):
+            return None
+        try:
+            done = self._run(["pull", image], timeout_s=timeout_s, what=f"pull of {image}", check=False)
+        except ContainerError as exc:
+            return str(exc)
+        return None if done.returncode == 0 else f"{self.name} pull of {image} failed (exit {done.returncode}): {_tail(done.stderr or done.stdout)}"
+
     def build(self, context: Path, tag: str, *, timeout_s: float, log: Path | None = None) -> bool:
         """Build `context` (its Dockerfile) as `tag` unless that tag exists; True when it built.
         Concurrent builds of one tag wait for each other instead of building twice."""

@@ -2,8 +2,10 @@
 
 Harbor's own order, on a docker or podman CLI (`container_cli`):
 
-1. **Build** `environment/Dockerfile` as `hitrate-harbor/<task>:<digest of environment/>`, once
-   per content (later tries and tasks reuse it).
+1. **Image**: the prebuilt `docker_image` task.toml names, when it is here or can be pulled (as
+   Harbor uses it); else `environment/Dockerfile` is built as `hitrate-harbor/<task>:<digest of
+   environment/>`, once per content (later tries and tasks reuse it), and the verdict's output
+   says why the prebuilt image was not used.
 2. **Start** a container of it. The image's working directory (Terminal-Bench's /app) is copied
    out into the attempt's workspace folder, which is then bind-mounted back at that directory:
    the file tools edit the host folder, the shell runs in the container, and both see one tree.
@@ -48,12 +50,25 @@ class HarborEnvironment:
         self.log_dir = log_dir
         self.container: str | None = None
         self.workdir = ""
+        self.image_note = ""
+        """Which image the container runs (the prebuilt one, or why the Dockerfile was built)."""
 
     @property
     def environment_dir(self) -> Path:
         return self.task.root / "environment"
 
     def image(self) -> str:
+        """The task's prebuilt image when task.toml names one and it is here or can be pulled (as
+        Harbor does), else environment/Dockerfile built; `image_note` says which and why."""
+        prebuilt = self.grader.docker_image
+        if prebuilt:
+            why_not = self.cli.pull(prebuilt, timeout_s=self.grader.build_timeout_s)
+            if why_not is None:
+                self.image_note = f"[prebuilt image {prebuilt}]\n"
+                return prebuilt
+            if not (self.environment_dir / "Dockerfile").is_file():
+                raise ContainerError(f"the task's image {prebuilt} cannot be had ({why_not}) and it has no environment/Dockerfile")
+            self.image_note = f"[image {prebuilt} not used ({why_not}); built environment/Dockerfile instead]\n"
         tag = f"hitrate-harbor/{self.task.id}:{content_hash(self.environment_dir)}"
         self.cli.build(self.environment_dir, tag, timeout_s=self.grader.build_timeout_s, log=self.log_dir / "build.log")
         return tag
@@ -131,7 +146,7 @@ class HarborEnvironment:
     ) -> GradeResult:
         resolved = bool(rewards) and all(v >= 1.0 for v in rewards.values())
         outcome = TestOutcome.passed if resolved else (TestOutcome.missing if rewards is None else TestOutcome.failed)
-        label = f"[verified by tests/test.sh in {self.cli.name} container {(self.container or '')[:12]}]\n"
+        label = f"{self.image_note}[verified by tests/test.sh in {self.cli.name} container {(self.container or '')[:12]}]\n"
         return GradeResult.one_verdict(
             self.task.id, HARBOR_REWARD_KEY, outcome, exit_code=exit_code, timed_out=timed_out, infra_error=infra_error,
             duration_s=time.monotonic() - started, output=(label + output)[-OUTPUT_TAIL_CHARS:], confined=True,

@@ -105,6 +105,9 @@ class HarborGrader(BaseModel):
     agent_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     allow_internet: bool = False
     build_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    docker_image: str | None = None
+    """The prebuilt image task.toml names (`[environment] docker_image`), used as Harbor uses it:
+    when present locally or pulled; else environment/Dockerfile is built, and the reason said."""
     cpus: Annotated[float, Field(gt=0)] | None = None
     memory_mb: Annotated[int, Field(gt=0)] | None = None
 

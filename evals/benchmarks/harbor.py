@@ -1,7 +1,9 @@
 """Terminal-Bench / Harbor task folders as hitrate tasks.
 
 A task folder holds `task.toml` (`[metadata]`, `[verifier] timeout_sec`, `[agent] timeout_sec`,
-`[environment]` resources), `instruction.md`, `environment/` (its Dockerfile), `tests/`
+`[environment]` resources and the prebuilt `docker_image`; both schemas of the public tasks: the
+first's `version = "1.0"`, the later one's `[task]` table with name and keywords),
+`instruction.md`, `environment/` (its Dockerfile), `tests/`
 (`test.sh`, which writes /logs/verifier/reward.txt or reward.json) and `solution/` (`solve.sh`,
 the oracle). Accepted layouts: one task folder, a folder of them, or a dataset with `tasks/`.
 
@@ -49,17 +51,19 @@ def convert_task(folder: Path, out: Path, source: Path) -> str | None:
     for part in ("environment", "tests"):
         if not (folder / part).is_dir():
             return f"no {part}/ folder"
-    if not (folder / "environment" / "Dockerfile").is_file():
-        if (folder / "environment" / "docker-compose.yaml").is_file():
-            return "its environment is a docker-compose project (several services); only a Dockerfile environment runs here"
-        return "no environment/Dockerfile"
+    environment = config.get("environment") or {}
+    compose = [n for n in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml") if (folder / "environment" / n).is_file()]
+    if compose:
+        return f"its environment is a docker-compose project (environment/{compose[0]}, several services): unsupported here, only one image runs"
+    if not (folder / "environment" / "Dockerfile").is_file() and not environment.get("docker_image"):
+        return "no environment/Dockerfile and no docker_image in task.toml"
     if not (folder / "tests" / "test.sh").is_file():
         return "no tests/test.sh"
     if not (folder / "solution" / "solve.sh").is_file():
         return "no solution/solve.sh (the oracle a suite check runs)"
     metadata = config.get("metadata") or {}
     task_meta = config.get("task") or {}
-    agent, verifier, environment = (config.get(k) or {} for k in ("agent", "verifier", "environment"))
+    agent, verifier = (config.get(k) or {} for k in ("agent", "verifier"))
     agent_timeout = float(agent.get("timeout_sec", 600.0))
     difficulty = str(metadata.get("difficulty", "medium")).lower()
     tags = [str(t) for t in (metadata.get("tags") or task_meta.get("keywords") or [])]
@@ -80,6 +84,7 @@ def convert_task(folder: Path, out: Path, source: Path) -> str | None:
             "agent_timeout_s": agent_timeout,
             "allow_internet": bool(environment.get("allow_internet", False)),
             "build_timeout_s": float(environment.get("build_timeout_sec", 600.0)),
+            **({"docker_image": str(environment["docker_image"])} if environment.get("docker_image") else {}),
             **_resources(environment),
         },
         "source": {"benchmark": "terminal-bench", "instance": folder.name, "paths": [str(source)]},

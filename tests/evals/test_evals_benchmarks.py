@@ -578,3 +578,88 @@ def test_go_grading_starts_from_a_warmed_build_cache_it_cannot_write(tmp_path, m
     assert _digest(shared) == before
     copy = kept / "leap" / ".cache" / "go-build"
     assert set(before) <= set(_digest(copy)) and len(_digest(copy)) > len(before)
+
+
+# ---- Terminal-Bench 2: the prebuilt image task.toml names ------------------------------------------
+
+# The later task.toml schema of the public Terminal-Bench 2 tasks ([task] table, memory_mb, env tables).
+TB2_TASK_TOML = """schema_version = "1.1"
+
+[task]
+name = "terminal-bench/hello-file"
+description = "Write a greeting file."
+keywords = ["file-operations"]
+[[task.authors]]
+name = "hitrate"
+
+[metadata]
+difficulty = "easy"
+category = "file-operations"
+tags = ["file-operations"]
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/hello-file:20251031"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+
+[solution.env]
+"""
+
+
+class _RecordingCli:
+    """The container CLI's image calls, answered as a runtime would: a pull that works or not."""
+
+    name = "docker"
+
+    def __init__(self, pull_error: str | None) -> None:
+        self.pull_error = pull_error
+        self.calls: list[tuple[str, str]] = []
+
+    def pull(self, image: str, *, timeout_s: float) -> str | None:
+        self.calls.append(("pull", image))
+        return self.pull_error
+
+    def build(self, context: Path, tag: str, *, timeout_s: float, log: Path | None = None) -> bool:
+        self.calls.append(("build", tag))
+        return True
+
+
+def test_terminal_bench_2_tasks_use_their_prebuilt_image(tmp_path, monkeypatch):
+    from hitrate.evals.harbor_env import HarborEnvironment
+
+    monkeypatch.setattr(requirements, "container_runtime", lambda: ("/usr/bin/docker", ""))
+    source = tmp_path / "tb2"
+    shutil.copytree(HARBOR / "hello-file", source / "hello-file")
+    (source / "hello-file" / "task.toml").write_text(TB2_TASK_TOML)
+    shutil.copytree(HARBOR / "sum-column", source / "multi")
+    (source / "multi" / "environment" / "docker-compose.yaml").write_text("services:\n  app:\n    build: .\n")
+    suite = load_suite(resolve_suite(f"terminal-bench:{source}"))
+    assert "docker-compose project (environment/docker-compose.yaml" in suite.unavailable["multi"]
+    task = suite.task("hello-file")
+    grader = task.spec.grader
+    assert grader.docker_image == "alexgshaw/hello-file:20251031" and grader.memory_mb == 2048 and grader.allow_internet
+    assert task.spec.title == "terminal-bench/hello-file" and task.spec.difficulty == "easy" and "file-operations" in task.spec.tags
+    pulled = _RecordingCli(pull_error=None)
+    environment = HarborEnvironment(task, pulled, tmp_path / "logs")
+    assert environment.image() == "alexgshaw/hello-file:20251031" and pulled.calls == [("pull", "alexgshaw/hello-file:20251031")]
+    assert environment.image_note == "[prebuilt image alexgshaw/hello-file:20251031]\n"
+    # Offline: the Dockerfile is built as before, and the output says why.
+    offline = _RecordingCli(pull_error="docker pull of alexgshaw/hello-file:20251031 failed (exit 1): dial tcp: lookup registry-1.docker.io")
+    environment = HarborEnvironment(task, offline, tmp_path / "logs")
+    assert environment.image().startswith("hitrate-harbor/hello-file:") and [c[0] for c in offline.calls] == ["pull", "build"]
+    assert "not used (docker pull of alexgshaw/hello-file:20251031 failed (exit 1): dial tcp" in environment.image_note
