@@ -8,6 +8,9 @@ Grammars are llguidance grammar strings (`llguidance.grammar_from`), built here 
   `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, whose JSON is held to the
   tool's parameter schema.
 
+- the offered tools under `tool_choice: auto` (`auto_tool_grammar`, a server option): prose, or
+  calls whose arguments fit their tool's schema.
+
 When the grammar is complete only end-of-sequence stays allowed, so generation ends there.
 """
 
@@ -45,10 +48,9 @@ def json_object_grammar() -> str:
     return json_schema_grammar({"type": "object"})
 
 
-def tool_call_grammar(tools: list[dict[str, Any]], name: str | None = None, tokenizer=None) -> str:
-    """Exactly one Hermes tool call to one of `tools` (OpenAI function schema), or to `name`.
-    `tokenizer`: where `<tool_call>` / `</tool_call>` are single added tokens (Qwen2.5, Hermes
-    models), the grammar names those tokens, since llguidance matches added tokens only by id."""
+def _call_schema(tools: list[dict[str, Any]], name: str | None = None) -> dict[str, Any]:
+    """`{"name": ..., "arguments": ...}` of one call to one of `tools` (OpenAI function schema), or
+    to `name`, with the arguments held to the tool's parameter schema."""
     functions = [t.get("function", {}) for t in tools]
     if name is not None:
         functions = [f for f in functions if f.get("name") == name]
@@ -64,9 +66,56 @@ def tool_call_grammar(tools: list[dict[str, Any]], name: str | None = None, toke
     ]
     schema = options[0] if len(options) == 1 else {"anyOf": options}
     schema["x-guidance"] = {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "}
+    return schema
+
+
+def tool_call_grammar(tools: list[dict[str, Any]], name: str | None = None, tokenizer=None) -> str:
+    """Exactly one Hermes tool call to one of `tools` (OpenAI function schema), or to `name`.
+    `tokenizer`: where `<tool_call>` / `</tool_call>` are single added tokens (Qwen2.5, Hermes
+    models), the grammar names those tokens, since llguidance matches added tokens only by id."""
+    schema = _call_schema(tools, name)
     opening, closing = _markup("<tool_call>", tokenizer), _markup("</tool_call>", tokenizer)
     lark = f'start: {opening} "\\n" call "\\n" {closing}\ncall: %json {json.dumps(schema)}\n'
     return _llguidance().grammar_from("lark", lark)
+
+
+# Code-block languages a reply may open with under `auto_tool_grammar` (any fence later in a reply
+# is free): a fence with no language or `json` at the start is where a call goes.
+_PROSE_FENCES = ("python", "py", "bash", "sh", "shell", "console", "diff", "text", "txt", "toml", "yaml", "ini")
+
+
+def auto_tool_grammar(tools: list[dict[str, Any]], tokenizer=None) -> str:
+    """`tool_choice: auto` held to well-formed calls: the reply is either prose, or one or more
+    calls to `tools`, each `{"name": ..., "arguments": ...}` with arguments valid against the
+    tool's parameter schema, in the chat template's `<tool_call>` markup or in a ```` ```json ````
+    fence (what small models write when they mean a call; `toolcalls` parses both). One line of
+    prose may come before the calls.
+
+    What a reply may not do: begin its first or second line with `{` or a fence other than a
+    code block in a listed language (`_PROSE_FENCES`), unless that is a call. That is the shape
+    of every malformed call small models write (the task's own function for a name, arguments
+    that do not fit); JSON and fences further into prose are free."""
+    schema = _call_schema(tools)
+    opening, closing = _markup("<tool_call>", tokenizer), _markup("</tool_call>", tokenizer)
+    fences = " | ".join(json.dumps("```" + language) for language in _PROSE_FENCES)
+    lark = f"""start: calls | LINE NL calls | prose
+calls: call (SEP call)* SEP?
+call: {opening} "\\n" json "\\n" {closing} | "```json\\n" json "\\n```"
+json: %json {json.dumps(schema)}
+prose: LINE (NL (LINE2 | fence))? | fence
+fence: ({fences}) REST
+LINE: /[^`{{\\s][^\\n]*/
+NL: /\\n+/
+LINE2: /[^`{{\\n](.|\\n)*/
+SEP: /\\s+/
+REST: /(.|\\n)*/
+"""
+    return _llguidance().grammar_from("lark", lark)
+
+
+def grammar_error(grammar: str) -> str | None:
+    """Why llguidance cannot compile `grammar` (a JSON schema feature it lacks, say), or None."""
+    return _llguidance().LLMatcher.validate_grammar(grammar) or None
 
 
 def _markup(text: str, tokenizer) -> str:

@@ -107,13 +107,15 @@ def create_app(
     served_model_names: Sequence[str] | None = None,
     default_max_tokens: int = 4096,
     max_body_bytes: int = wire_body.DEFAULT_MAX_BODY_BYTES,
+    tool_grammar: bool = False,
 ) -> FastAPI:
     """The FastAPI app serving `engine`. `served_model_names`: the names clients may ask for
     (default: the engine's `model_name`); any other model name gets a 404. `max_body_bytes`: larger
-    request bodies get a 413 before they are read."""
+    request bodies get a 413 before they are read. `tool_grammar`: hold tool_choice "auto" replies
+    to prose or well-formed calls (`ChatService`)."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be at least 1, got {max_body_bytes}")
-    service = service or ChatService(engine, default_max_tokens=default_max_tokens)
+    service = service or ChatService(engine, default_max_tokens=default_max_tokens, tool_grammar=tool_grammar)
     names = list(dict.fromkeys([*(served_model_names or []), engine.model_name]))
     stats = ServerStats()
     app = FastAPI(title="hitrate engine", docs_url=None, redoc_url=None)
@@ -255,7 +257,8 @@ def create_app(
     async def completions(request: Request) -> Response:
         async def run(payload: Any) -> Response:
             body, generation = wire_completions.parse_completion(
-                payload, service.chat, engine.max_context, salt_header=request.headers.get(SALT_HEADER))
+                payload, service.chat, engine.max_context, salt_header=request.headers.get(SALT_HEADER),
+                defaults=service.sampling_defaults)
             check_model(body.model)
             ids = wire_completions.CompletionIds(body.model)
             if not body.stream:

@@ -190,17 +190,21 @@ class ChatService:
     """Chat on top of an `Engine`. Thread-safe; the engine batches concurrent generations."""
 
     def __init__(self, engine: Engine, chat: ChatFormat | None = None, *, default_max_tokens: int = 4096,
-                 cap_max_tokens: bool = False, sampling: sampling_defaults.SamplingDefaults | None = None) -> None:
+                 cap_max_tokens: bool = False, sampling: sampling_defaults.SamplingDefaults | None = None,
+                 tool_grammar: bool = False) -> None:
         """`cap_max_tokens`: a requested max_tokens larger than the room left in the context window
         is lowered to that room instead of refused. For a client that cannot count the prompt's
         tokens itself (it only sets a ceiling on the reply), as the harness's local backend.
         `sampling`: what a request that names no temperature / top_p / top_k / min_p gets
-        (default: the model's generation config, `sampling_defaults.for_engine`)."""
+        (default: the model's generation config, `sampling_defaults.for_engine`).
+        `tool_grammar`: under tool_choice "auto", hold replies to prose or well-formed calls
+        (`constraints.auto_tool_grammar`)."""
         self.engine = engine
         self.chat = chat or ChatFormat(engine.tokenizer)
         self.default_max_tokens = default_max_tokens
         self.cap_max_tokens = cap_max_tokens
         self.sampling_defaults = sampling or sampling_defaults.for_engine(engine)
+        self.tool_grammar = tool_grammar
 
     # ----------------------------------------------------------------- request -> prompt
 
@@ -234,6 +238,10 @@ class ChatService:
                 grammar = constraints.tool_call_grammar(request.tools, request.forced_tool.name, self.engine.tokenizer)
             except (EngineError, ValueError) as exc:
                 raise RequestError(f"tool_choice: {exc}", param="tool_choice") from exc
+        elif grammar is None and self.tool_grammar and request.tools and request.parse_tool_calls:
+            grammar, notice = self._auto_tool_grammar(request.tools)
+            if notice:
+                request = replace(request, notices=request.notices + (notice,))
         defaults = self.sampling_defaults
         params = SamplingParams(
             max_tokens=max_tokens,
@@ -247,6 +255,18 @@ class ChatService:
         generation = GenerationRequest(prompt_ids=ids, params=params, salt=request.salt,
                                        pins=tuple(sorted(pins.items())), grammar=grammar)
         return PreparedCall(request=request, generation=generation)
+
+    def _auto_tool_grammar(self, tools: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+        """The grammar for calls under tool_choice "auto", or (None, why) when a tool's schema
+        uses something llguidance cannot enforce: the request then runs unconstrained."""
+        try:
+            grammar = constraints.auto_tool_grammar(tools, self.engine.tokenizer)
+            error = constraints.grammar_error(grammar)
+        except (EngineError, ValueError) as exc:
+            error = str(exc)
+        if error:
+            return None, "tool grammar off for this request: " + error.splitlines()[0]
+        return grammar, None
 
     def _pins(self, request: ChatRequest, ids: list[int]) -> dict[int, float]:
         """Prefix length (tokens) covered by each cache-control mark -> its TTL in seconds.

@@ -113,6 +113,9 @@ def serve_command(
     threads: Optional[int] = typer.Option(None, min=1, help=THREADS_HELP),
     no_tune: bool = typer.Option(False, "--no-tune", help=NO_TUNE_HELP),
     copy_budget: Optional[int] = typer.Option(None, min=0, help=COPY_BUDGET_HELP),
+    tool_grammar: str = typer.Option(
+        "off", help="auto: hold tool_choice \"auto\" replies to prose or calls whose arguments fit their tool's "
+        "schema (llguidance); off: unconstrained."),
 ) -> None:
     """Serve MODEL with an exact prefix cache and continuous batching: /v1/chat/completions,
     /v1/responses, /v1/completions, /v1/messages, /tokenize, /detokenize, /metrics."""
@@ -127,6 +130,8 @@ def serve_command(
 
     if page_size < 1:
         raise typer.BadParameter("must be at least 1", param_hint="--page-size")
+    if tool_grammar not in ("auto", "off"):
+        raise typer.BadParameter("must be auto or off", param_hint="--tool-grammar")
     # Claim the port before loading the model: a port in use fails in a second, not after a load
     # of minutes. It answers from then on: /health says 503 "loading" until the model is ready.
     listener = bind_listener(host, port)
@@ -151,7 +156,7 @@ def serve_command(
 
     def app(engine: TransformersEngine):
         return create_app(engine, served_model_names=served_model_name or None, default_max_tokens=default_max_tokens,
-                          max_body_bytes=int(max_body_mb * 1024 * 1024))
+                          max_body_bytes=int(max_body_mb * 1024 * 1024), tool_grammar=tool_grammar == "auto")
 
     def ready(engine: TransformersEngine) -> None:
         names = ", ".join(dict.fromkeys([*served_model_name, engine.model_name]))

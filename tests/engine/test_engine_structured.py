@@ -137,3 +137,82 @@ def test_anthropic_thinking_is_accepted_and_said_to_be_ignored(an, server):
     with httpx.stream("POST", server.url + "/v1/messages", json=body) as response:
         assert response.status_code == 200 and NOTICE_HEADER in response.headers
         assert "message_stop" in response.read().decode()
+
+
+# ---------------------------------------------------------------- tool_choice "auto" held to well-formed calls
+
+AUTO_TOOLS = [TOOLS[0], {"type": "function", "function": {"name": "shell", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+
+
+def _accepted(grammar: str, tokenizer, text: str) -> bool:
+    import llguidance
+    import llguidance.hf
+
+    matcher = llguidance.LLMatcher(llguidance.hf.from_tokenizer(tokenizer), grammar, log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    return all(matcher.consume_token(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]) \
+        and matcher.is_accepting()
+
+
+@pytest.mark.parametrize("text, allowed", [
+    ("Lists are mutable; tuples are not.\nThat is all.", True),
+    ("Here is the fix:\n```python\nx = 1\n```\nRun the tests.", True),
+    ("```diff\n-a\n+b\n```", True),
+    ('I will read it.\n```json\n{"name": "read_file", "arguments": {"path": "roman.py"}}\n```', True),
+    ('<tool_call>\n{"name": "shell", "arguments": {"command": "pytest -q"}}\n</tool_call>', True),
+    ('```json\n{"name": "shell", "arguments": {"command": "ls"}}\n```\n```json\n'
+     '{"name": "read_file", "arguments": {"path": "a"}}\n```', True),
+    ("Two lines.\nOf prose.\n```json\n{\"not\": \"a call\"}\n```", True),  # JSON further into prose is free
+    # what small models write when a call goes wrong
+    ('```json\n{"name": "from_roman", "arguments": {"text": "XIV"}}\n```', False),
+    ('I will call it.\n```json\n{"name": "deep_merge", "arguments": {}}\n```', False),
+    ('{"name": "shell", "arguments": {"command": "ls"}}', False),  # bare: the grammar asks for a fence
+    ('```json\n{"name": "read_file", "arguments": {"path": "a-very-long-path.py"}}\n```', False),  # maxLength 12
+    ('<tool_call>\n{"name": "shell", "arguments": {}}\n</tool_call>', False),  # "command" is required
+])
+def test_auto_tool_grammar_allows_prose_and_well_formed_calls_only(tiny_qwen2_path, text, allowed):
+    from transformers import AutoTokenizer
+
+    from hitrate.engine.constraints import auto_tool_grammar
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen2_path)
+    assert _accepted(auto_tool_grammar(AUTO_TOOLS, tokenizer), tokenizer, text) is allowed
+
+
+def test_tool_grammar_on_a_server_keeps_every_sampled_call_valid(tiny_llama_path):
+    import jsonschema
+
+    from hitrate.engine.chat import ChatMessage
+    from hitrate.engine.serving import ChatRequest, ChatService
+    from hitrate.engine.toolcalls import parse_tool_calls
+
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, model_name=MODEL, pool_tokens=1 << 14)
+    service = ChatService(engine, tool_grammar=True)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in AUTO_TOOLS}
+    for seed in range(6):
+        reply = service.run(ChatRequest(messages=[ChatMessage("user", "Read roman.py")], tools=AUTO_TOOLS,
+                                        temperature=1.0, seed=seed, max_tokens=60))
+        text = reply.result.text
+        assert not text.lstrip().startswith("{")
+        for call in reply.tool_calls:
+            jsonschema.validate(call.arguments, schemas[call.name])
+        assert parse_tool_calls(text, list(schemas)).tool_calls == [c.__class__(c.name, c.arguments) for c in reply.tool_calls]
+
+
+def test_a_schema_the_grammar_cannot_hold_runs_unconstrained_with_a_notice(tiny_llama_path):
+    from hitrate.engine.chat import ChatMessage
+    from hitrate.engine.serving import ChatRequest, ChatService
+
+    engine = TransformersEngine.from_pretrained(tiny_llama_path, model_name=MODEL, pool_tokens=1 << 14)
+    odd = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=x)a"}}}}}]
+    prepared = ChatService(engine, tool_grammar=True).prepare(
+        ChatRequest(messages=[ChatMessage("user", "hi")], tools=odd, max_tokens=4))
+    assert prepared.generation.grammar is None
+    assert prepared.request.notices and "tool grammar off" in prepared.request.notices[0]
+    fine = ChatService(engine, tool_grammar=True).prepare(
+        ChatRequest(messages=[ChatMessage("user", "hi")], tools=AUTO_TOOLS, max_tokens=4))
+    assert fine.generation.grammar is not None and not fine.request.notices
+    assert ChatService(engine).prepare(
+        ChatRequest(messages=[ChatMessage("user", "hi")], tools=AUTO_TOOLS, max_tokens=4)).generation.grammar is None
