@@ -15,10 +15,12 @@ from pathlib import Path
 
 import torch
 
-from hitrate.engine import modelinfo
+from hitrate.engine import memory_budget, modelinfo
 from hitrate.engine.api import EngineError
 
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
+# `--dtype` names for a GGUF file's weights as shipped (quantized blocks kept).
+AS_SHIPPED_NAMES = ("gguf", "as-shipped")
 
 
 def looks_like_path(ref: str) -> bool:
@@ -27,8 +29,7 @@ def looks_like_path(ref: str) -> bool:
 
 
 def gguf_path(ref: str | Path) -> Path | None:
-    """The GGUF file `ref` names, if it names one (`model.gguf` on disk). transformers loads it
-    through `from_pretrained(folder, gguf_file=name)`, dequantising the weights to `dtype`."""
+    """The GGUF file `ref` names, if it names one (`model.gguf` on disk); `engine.gguf_load` loads it."""
     path = Path(str(ref)).expanduser()
     if path.suffix.lower() != ".gguf":
         return None
@@ -39,15 +40,49 @@ def gguf_path(ref: str | Path) -> Path | None:
 
 def gguf_chat_template(path: Path) -> str | None:
     """The chat template stored in a GGUF's metadata (`tokenizer.chat_template`, the key llama.cpp
-    reads), which transformers' GGUF tokenizer loading does not carry over."""
+    reads); the engine's own GGUF tokenizer carries it already."""
+    from hitrate.engine.gguf_load.reader import GGUFFile
+
+    template = GGUFFile(path).metadata.get("tokenizer.chat_template")
+    return template if isinstance(template, str) and template else None
+
+
+def gguf_weights_dtype(dtype: str | torch.dtype | None, target: torch.device) -> torch.dtype | None:
+    """What a GGUF file's weights become: None keeps them as shipped (`--dtype gguf`, the default
+    on the CPU: quantized matrices stay in their blocks and the quantized kernels multiply them);
+    a float dtype dequantizes every tensor to it (float32: the exact reference). The quantized
+    kernels run on the CPU, so on a GPU the default is that device's float dtype."""
+    if isinstance(dtype, str) and dtype.lower() in AS_SHIPPED_NAMES:
+        if target.type != "cpu":
+            raise EngineError(f"--dtype {dtype}: the quantized kernels run on the CPU; on {target} use "
+                              "--dtype bfloat16 or float32 (dequantized on load)")
+        return None
+    if dtype in (None, "auto"):
+        return None if target.type == "cpu" else resolve_dtype(None, target)
+    return resolve_dtype(dtype, target)
+
+
+def load_gguf_model(path: Path, dtype: torch.dtype | None, *, pool_tokens: int | None, default_pool_bytes: int,
+                    copy_bytes: int, available: int | None = None):
+    """`engine.gguf_load.LoadedGGUF` of `path`, after checking that its weights (as they will sit
+    in memory), the K/V pool (`pool_tokens`, else `default_pool_bytes`) and `copy_bytes` of weight
+    copies fit the memory available (`engine.memory_budget`; `available` overrides the measurement)."""
+    from hitrate.engine.gguf_load.loader import load_gguf
+    from hitrate.engine.gguf_load.model import GGUFModelError
+    from hitrate.engine.gguf_load.reader import GGUFFormatError
+    from hitrate.engine.quant import UnsupportedQuantType
+
+    def check(weight_bytes: int, config) -> None:
+        kv_dtype = dtype or torch.float32
+        pool = (default_pool_bytes if pool_tokens is None
+                else pool_tokens * memory_budget.kv_bytes_per_token(config, kv_dtype))
+        memory_budget.check(memory_budget.MemoryPlan(weights=weight_bytes, pool=pool, copies=copy_bytes,
+                                                     dequantized=dtype is not None), available)
+
     try:
-        from gguf import GGUFReader
-    except ImportError:
-        return None
-    field = GGUFReader(str(path)).fields.get("tokenizer.chat_template")
-    if field is None or not field.data:
-        return None
-    return bytes(field.parts[field.data[0]]).decode("utf-8")
+        return load_gguf(path, dtype, before_build=check)
+    except (GGUFFormatError, GGUFModelError, UnsupportedQuantType, OSError) as exc:
+        raise EngineError(f"could not load model {str(path)!r}: {exc}") from exc
 
 
 def resolve_source(ref: str | Path) -> tuple[str, bool]:

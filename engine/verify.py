@@ -12,8 +12,11 @@ from the cache), it reports:
   token after these two requests (sliding-window layers keep only the window of each cached
   end), and the theoretical minimum at the prompt's length and at the model's context window,
   where a sliding-window layer needs no more than its window;
-- with a float32 `reference` engine of the same model (for a model loaded in another dtype): the
-  largest logit difference from float32 over the prompt, and how often the top token agrees.
+- with a float32 `reference` engine of the same model (for a model loaded in another dtype, or a
+  GGUF file kept quantized as shipped, whose reference is its blocks dequantized to float32: the
+  same weights, only the products' summation order differs): the largest logit difference from
+  float32 over the prompt, and how often the top token agrees;
+- the bytes the weights take in memory.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from hitrate.engine import cpu_threads, decode_tuning, native_gemv
+from hitrate.engine.gguf_load.model import quantized, weight_nbytes
 from hitrate.engine.runner import TransformersEngine
 
 DEFAULT_PROMPT = (
@@ -37,7 +41,7 @@ DEFAULT_PROMPT = (
 @dataclass
 class VerifyReport:
     model: str
-    dtype: str
+    dtype: str  # of the K/V cache and the activations
     prompt_tokens: int
     variant_tokens: int
     cached_tokens: int  # of the variant, served from the cache
@@ -70,10 +74,22 @@ class VerifyReport:
     float32_max_logit_diff: float | None = None  # this dtype vs a float32 copy of the model, on the prompt
     float32_top_token_agreement: float | None = None  # share of prompt positions with the same argmax
     float32_logit_span: float | None = None  # largest |logit| of the float32 copy, for scale
+    weights: str = ""  # "gguf" for quantized matrices kept as shipped, else the weights' dtype
+    weight_bytes: int = 0  # the weights as they sit in memory
 
     @property
     def qk_saved_fraction(self) -> float:
         return 1 - self.qk_products_computed / self.qk_products_full if self.qk_products_full else 0.0
+
+    @property
+    def _weights_label(self) -> str:
+        return "quantized as shipped (gguf), activations float32" if self.weights == "gguf" else self.dtype
+
+    @property
+    def _reference_label(self) -> str:
+        if self.weights == "gguf":
+            return "quantized kernels vs the same weights dequantized to float32"
+        return f"{self.dtype} vs float32"
 
     def as_dict(self) -> dict:
         return {**asdict(self), "qk_saved_fraction": self.qk_saved_fraction}
@@ -81,7 +97,8 @@ class VerifyReport:
     def lines(self) -> list[str]:
         window = f", window {self.sliding_window}" if self.sliding_layers else ""
         return [
-            f"model {self.model} ({self.dtype}), {self.layers} layers ({self.sliding_layers} sliding{window})",
+            f"model {self.model} ({self._weights_label}), {self.layers} layers ({self.sliding_layers} sliding{window}); "
+            f"weights in memory {self.weight_bytes / 2**20:,.1f} MiB",
             f"prompt {self.prompt_tokens} tokens; variant edited in the middle: {self.variant_tokens} tokens, "
             f"{self.cached_tokens} served from the cache",
             f"cached vs recompute: max |logit diff| = {self.max_logit_diff:.3g}",
@@ -109,7 +126,7 @@ class VerifyReport:
         ]) + ([] if not self.threads else [f"threads: {self.threads}"]) + ([] if self.gemv_kernel_off_reason is None else [
             f"the engine's GEMV kernel was not timed: {self.gemv_kernel_off_reason}",
         ]) + ([] if self.float32_max_logit_diff is None else [
-            f"{self.dtype} vs float32 on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
+            f"{self._reference_label} on the prompt: max |logit diff| = {self.float32_max_logit_diff:.3g} "
             f"(logits span {self.float32_logit_span:.3g}); top token agrees at {self.float32_top_token_agreement:.1%} "
             f"of positions",
         ])
@@ -162,6 +179,8 @@ def verify(engine: TransformersEngine, prompt: str = DEFAULT_PROMPT,
     return VerifyReport(
         model=engine.model_name,
         dtype=str(shape.dtype).removeprefix("torch."),
+        weights="gguf" if quantized(engine.model) else str(next(engine.model.parameters()).dtype).removeprefix("torch."),
+        weight_bytes=weight_nbytes(engine.model),
         prompt_tokens=len(ids),
         variant_tokens=len(variant),
         cached_tokens=cached,
