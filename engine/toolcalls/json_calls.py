@@ -12,9 +12,11 @@ call's arguments:
   array of them, or several one after another (`;`, `,` or whitespace between), closed by
   ```` ``` ```` or by the end of the reply. Prose before, between and after fenced calls is kept
   as the reply's content; fences in another language (```` ```python ````) are never calls;
-- bare: call objects (or an array of them) starting at the beginning of a line and running to
-  the end of the reply. Prose before them is kept; prose after them makes the whole reply text
-  (an object in the middle of an explanation is an example, not a call).
+- bare: call objects (or an array of them) starting at the beginning of a line, and JSON only from
+  there to the end of the reply. Prose before them is kept; JSON after the first call that is no
+  call (the tool result small models go on to imagine, a call to an undeclared function) stays
+  content, and so does an object cut short by the token limit; prose after them makes the whole
+  reply text (an object in the middle of an explanation is an example, not a call).
 
 Unlike markup, plain JSON is not certainly meant as a call: JSON that does not parse, or names a
 function nobody declared (a model "calling" the very function its task asks it to write), leaves
@@ -58,15 +60,14 @@ def _skip(text: str, pos: int, chars: str = " \t\r\n") -> int:
     return pos
 
 
-def call_sequence(text: str, start: int, tool_names: frozenset[str], *, fenced: bool) -> tuple[list[ToolCall], int] | None:
-    """The calls written from `start` on and where they end (past the closing fence when
-    `fenced`), or None unless everything up to the closing fence (fenced) or the end of `text`
-    (bare) is call objects to declared tools."""
+def _fence_body_calls(text: str, start: int, tool_names: frozenset[str]) -> tuple[list[ToolCall], int] | None:
+    """The calls in a fence's body from `start` and where the block ends (past its closing fence,
+    or the end of `text`), or None unless the body is call objects to declared tools only."""
     decoder = json.JSONDecoder()
     objects: list[Any] = []
     pos = _skip(text, start)
     while pos < len(text):
-        if fenced and text.startswith(FENCE, pos):
+        if text.startswith(FENCE, pos):
             pos += len(FENCE)
             break
         try:
@@ -92,7 +93,7 @@ def fenced_calls(text: str, tool_names: frozenset[str]) -> tuple[list[tuple[int,
     while (start := text.find(FENCE, pos)) >= 0:
         language = _FENCE_LANGUAGE.match(text, start + len(FENCE))
         if language is not None and language.group(1).lower() in ("", "json"):
-            found = call_sequence(text, language.end(), tool_names, fenced=True)
+            found = _fence_body_calls(text, language.end(), tool_names)
             if found is not None:
                 spans.append((start, found[1]))
                 calls.extend(found[0])
@@ -111,16 +112,39 @@ def at_line_start(text: str, i: int) -> bool:
     return j < 0 or text[j] == "\n"
 
 
-def bare_calls(text: str, tool_names: frozenset[str]) -> tuple[int, list[ToolCall]] | None:
-    """Where bare call objects begin and the calls, when some line-start `{` or `[` begins call
-    objects that run to the end of `text`."""
+def bare_calls(text: str, tool_names: frozenset[str]) -> tuple[int, list[ToolCall], list[str]] | None:
+    """Bare calls: where they begin, the calls, and the JSON written among them that is no call.
+
+    A run of JSON values from a line-start `{` or `[` to the end of `text` whose first value is a
+    call to a declared tool. Every call in the run is taken; any other value in it (the tool's
+    result the model went on to imagine, a call to a function nobody declared) stays content, as
+    does a last value cut short by the token limit. Prose after the run makes it no call."""
+    decoder = json.JSONDecoder()
     for match in re.finditer(r"[{\[]", text):
         start = match.start()
         if not at_line_start(text, start):
             continue
-        found = call_sequence(text, start, tool_names, fenced=False)
-        if found is not None:
-            return start, found[0]
+        calls: list[ToolCall] = []
+        others: list[str] = []
+        pos = start
+        while pos < len(text):
+            try:
+                value, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError:
+                if calls and text[pos] in "{[":
+                    others.append(text[pos:])  # unfinished: the reply ran out of tokens
+                    pos = len(text)
+                break
+            found = [call_or_none(v, tool_names) for v in (value if isinstance(value, list) else [value])]
+            if not calls and (not found or found[0] is None):
+                break  # the run must open with a call
+            if all(c is not None for c in found):
+                calls.extend(found)  # type: ignore[arg-type]
+            else:
+                others.append(text[pos:end])
+            pos = _skip(text, end, _SEPARATORS)
+        if calls and pos >= len(text):
+            return start, calls, others
     return None
 
 

@@ -35,6 +35,6 @@ def parse_tool_calls(text: str, tool_names: Iterable[str] | None = None) -> Pars
             return ParsedReply(content=join_content(pieces), tool_calls=calls)
         bare = json_calls.bare_calls(text, names)
         if bare is not None:
-            start, calls = bare
-            return ParsedReply(content=join_content([text[:start]]), tool_calls=calls)
+            start, calls, others = bare
+            return ParsedReply(content=join_content([text[:start], *others]), tool_calls=calls)
     return ParsedReply(content=text.strip())

@@ -199,6 +199,19 @@ def test_bare_calls_after_prose_run_to_the_end():
     assert [c.name for c in parse_tool_calls(two, TOOLS).tool_calls] == ["list_dir", "read_file"]
 
 
+def test_json_after_bare_calls_stays_content_and_a_cut_off_object_too():
+    # Replies of Qwen2.5-Coder-0.5B (tests/fixtures/model_outputs): a call, then an imagined result
+    # or calls to the task's own function, until the token limit.
+    text = '{"name": "read_file", "arguments": {"path": "roman.py"}}\n{"response": 2}'
+    parsed = parse_tool_calls(text, TOOLS)
+    assert parsed.tool_calls == [READ] and parsed.content == '{"response": 2}'
+    text = ('{"name": "list_dir", "arguments": {"path": "."}}\n{"name": "from_roman", "arguments": {"text": "IV"}}\n'
+            '{"name": "read_file", "arguments": {"path": "roman.py"}}\n{"name": "from_roman", "argu')
+    parsed = parse_tool_calls(text, TOOLS)
+    assert parsed.tool_calls == [ToolCall("list_dir", {"path": "."}), READ]
+    assert parsed.content == '{"name": "from_roman", "arguments": {"text": "IV"}}\n\n{"name": "from_roman", "argu'
+
+
 def test_json_that_is_not_a_call_to_a_declared_tool_stays_text():
     cases = [
         # the task's own function, not a tool: stays text, nothing marked
@@ -208,6 +221,8 @@ def test_json_that_is_not_a_call_to_a_declared_tool_stays_text():
         '{"name": "read_file", "size": 3}',
         '{"name": "Ada", "age": 36}',
         '```json\n{"answer": 42}\n```',
+        # a run of JSON that does not open with a call
+        '{"response": 2}\n{"name": "from_roman", "arguments": {"text": "IV"}}',
         # an example inside an explanation: prose after a bare object
         'Call it like this:\n{"name": "read_file", "arguments": {"path": "a"}}\nand it returns the text.',
         # another language, or an object in the middle of a line
@@ -256,6 +271,8 @@ STREAM_CASES = [
     'The list: [\n{"name": "list_dir", "arguments": {}}]',
     '[TOOL_CALLS][{"name": "read_file", "arguments": {"path": "b.py"}}]',
     'ok\n<|python_tag|>{"name": "shell", "parameters": {"command": "ls"}}',
+    '{"name": "list_dir", "arguments": {"path": "."}}\n{"name": "from_roman", "arguments": {"text": "IV"}}\n{"na',
+    '{"response": 2}\n{"name": "read_file", "arguments": {"path": "roman.py"}}',
 ]
 
 
