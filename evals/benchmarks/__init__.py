@@ -1,7 +1,8 @@
 """Published benchmarks as hitrate suites: `<kind>:<path>` names a benchmark on disk.
 
     aider-polyglot:PATH    Aider's polyglot benchmark / Exercism tracks (exercise folders)
-    swebench:FILE.jsonl    SWE-bench instances (repositories from --repos DIR)
+    swebench:FILE.jsonl    SWE-bench instances: JSONL, parquet, or a saved datasets folder
+                           (repositories from --repos DIR)
     terminal-bench:PATH    Terminal-Bench / Harbor task folders
 
 Each adapter converts the benchmark's own files into hitrate's task format once, into a cache

@@ -1,4 +1,5 @@
-"""SWE-bench instances (JSONL, one instance a line, as the datasets publish them) as hitrate tasks.
+"""SWE-bench instances as hitrate tasks: JSONL (one instance a line), the parquet files the
+datasets publish, or a folder saved with `datasets`' save_to_disk.
 
 Each instance gives `instance_id`, `repo`, `base_commit`, `problem_statement`, the gold `patch`,
 the `test_patch`, and `FAIL_TO_PASS` / `PASS_TO_PASS` (JSON-encoded lists of test ids). The
@@ -74,18 +75,62 @@ class SwebenchInstance(BaseModel):
         return json.loads(value) if isinstance(value, str) else value
 
 
-def read_instances(path: Path) -> list[SwebenchInstance]:
-    if not path.is_file():
-        raise BenchmarkError(f"{path}: not a JSONL file of SWE-bench instances")
+def _json_rows(path: Path) -> list[Any]:
     text = path.read_text(encoding="utf-8")
-    rows: list[Any]
     try:
         if text.lstrip().startswith("["):
-            rows = json.loads(text)
-        else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
     except ValueError as exc:
         raise BenchmarkError(f"{path}: not JSON lines: {exc}") from exc
+
+
+def _parquet_rows(path: Path) -> list[Any]:
+    """A split as the datasets publish it on the Hugging Face hub (`data/test-*.parquet`)."""
+    try:
+        import pyarrow.parquet
+    except ImportError as exc:
+        raise BenchmarkError(f"{path}: reading parquet needs pyarrow: pip install 'hitrate[swebench]'") from exc
+    try:
+        return pyarrow.parquet.read_table(path).to_pylist()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise BenchmarkError(f"{path}: not a parquet file: {exc}") from exc
+
+
+def _saved_dataset_rows(path: Path) -> list[Any]:
+    """A folder written by `datasets`' save_to_disk: one split, or a DatasetDict whose test split
+    (or only split) is read."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise BenchmarkError(f"{path}: reading a saved dataset needs the datasets package: pip install 'hitrate[swebench]'") from exc
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except (OSError, ValueError) as exc:
+        raise BenchmarkError(f"{path}: not a dataset saved with save_to_disk: {exc}") from exc
+    if isinstance(loaded, datasets.DatasetDict):
+        splits = list(loaded)
+        split = "test" if "test" in splits else (splits[0] if len(splits) == 1 else None)
+        if split is None:
+            raise BenchmarkError(f"{path}: a dataset with splits {splits} and no 'test' split; give one split's folder")
+        loaded = loaded[split]
+    return loaded.to_list()
+
+
+SAVED_DATASET_MARKERS = ("dataset_info.json", "dataset_dict.json", "state.json")
+
+
+def read_instances(path: Path) -> list[SwebenchInstance]:
+    """The instances of a JSONL (or JSON array) file, a parquet file, or a saved `datasets` folder."""
+    rows: list[Any]
+    if path.is_dir() and any((path / marker).is_file() for marker in SAVED_DATASET_MARKERS):
+        rows = _saved_dataset_rows(path)
+    elif path.is_file() and path.suffix == ".parquet":
+        rows = _parquet_rows(path)
+    elif path.is_file():
+        rows = _json_rows(path)
+    else:
+        raise BenchmarkError(f"{path}: not SWE-bench instances (a JSONL or parquet file, or a folder saved with datasets' save_to_disk)")
     instances = []
     for number, row in enumerate(rows, 1):
         try:

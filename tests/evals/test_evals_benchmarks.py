@@ -663,3 +663,21 @@ def test_terminal_bench_2_tasks_use_their_prebuilt_image(tmp_path, monkeypatch):
     environment = HarborEnvironment(task, offline, tmp_path / "logs")
     assert environment.image().startswith("hitrate-harbor/hello-file:") and [c[0] for c in offline.calls] == ["pull", "build"]
     assert "not used (docker pull of alexgshaw/hello-file:20251031 failed (exit 1): dial tcp" in environment.image_note
+
+
+def test_swebench_instances_load_from_parquet_and_a_saved_dataset(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = [json.loads(line) for line in SWEBENCH.read_text().splitlines()]
+    published = datasets.Dataset.from_list(rows)
+    published.to_parquet(str(tmp_path / "test-00000-of-00001.parquet"))
+    datasets.DatasetDict({"dev": published, "test": published}).save_to_disk(str(tmp_path / "saved"))
+    expected = [t.id for t in _swebench().tasks]
+    for source in (tmp_path / "test-00000-of-00001.parquet", tmp_path / "saved"):
+        suite = load_suite(resolve_suite(f"swebench:{source}", repos=str(SWEBENCH_REPOS)))
+        assert [t.id for t in suite.tasks] == expected
+        assert suite.task(expected[0]).spec.grader.fail_to_pass == json.loads(rows[0]["FAIL_TO_PASS"])
+    published.save_to_disk(str(tmp_path / "one-split"))
+    assert [t.id for t in load_suite(resolve_suite(f"swebench:{tmp_path / 'one-split'}", repos=str(SWEBENCH_REPOS))).tasks] == expected
+    (tmp_path / "broken.parquet").write_text("not parquet")
+    with pytest.raises(BenchmarkError, match="not a parquet file"):
+        resolve_suite(f"swebench:{tmp_path / 'broken.parquet'}", repos=str(SWEBENCH_REPOS))
