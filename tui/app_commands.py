@@ -38,6 +38,7 @@ _KEYS = [
     ("f1", "this help"),
     ("f2", "session cost (/cost)"),
     ("ctrl+b", "show or hide the cache panel"),
+    ("ctrl+o", "open the newest tool panel's whole output, or fold it back to its last lines"),
     ("ctrl+q", "quit"),
 ]
 

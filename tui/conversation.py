@@ -91,6 +91,10 @@ class Conversation(VerticalScroll, can_focus=False):
         if panel is not None:
             panel.finish(content, is_error, metadata)
 
+    def newest_tool(self) -> ToolPanel | None:
+        """The tool panel added last (None before any tool ran)."""
+        return next(reversed(self._tools.values()), None)
+
     def cancel_running_tools(self) -> None:
         for panel in self._tools.values():
             if panel.state == "running":

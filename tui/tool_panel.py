@@ -1,12 +1,15 @@
-"""One collapsible panel per tool call: its arguments, then its result, error or diff."""
+"""One collapsible panel per tool call: its arguments, then its result, error or diff; folded, a
+preview of the output's last lines, and a command's exit code in the title."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rich.syntax import Syntax
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.widgets import Collapsible, Static
 
 #: Result text beyond this many lines is cut in the panel (the model got all of it).
@@ -62,8 +65,29 @@ def cut_lines(text: str, limit: int = RESULT_MAX_LINES) -> str:
     return "\n".join(lines[:limit] + [f"… {hidden} more lines"])
 
 
+#: Lines of a finished tool's output shown under its title while the panel is folded.
+PREVIEW_LINES = 3
+
+#: The line the shell tool ends its output with (`tools.shell`): the title says it instead.
+_EXIT_TRAILER = re.compile(r"\n?\[(exit code -?\d+|killed by signal [^\]]+)\]\s*$")
+
+
+def exit_code_of(metadata: dict[str, Any]) -> int | None:
+    """The exit code a command tool reported (`metadata["exit_code"]`), None for other tools."""
+    code = metadata.get("exit_code")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def preview_lines(content: str, limit: int = PREVIEW_LINES) -> list[str]:
+    """The last `limit` non-blank lines of a tool's output, without the shell's exit trailer
+    (the title shows the exit code): where a test run's verdict or an error usually is."""
+    lines = [line for line in _EXIT_TRAILER.sub("", content).splitlines() if line.strip()]
+    return lines[-limit:]
+
+
 class ToolPanel(Collapsible):
-    """A tool call: title with its state, collapsed once it has finished cleanly."""
+    """A tool call: title with its state (and a command's exit code), a preview of the output's
+    last lines while folded, the whole output when opened (Enter on the title, or Ctrl+O)."""
 
     def __init__(self, call_id: str, name: str, args: dict[str, Any]) -> None:
         self.call_id = call_id
@@ -79,15 +103,35 @@ class ToolPanel(Collapsible):
         self.state = "running"
         self.result = ""
         self.diff = ""
+        self.exit_code: int | None = None
+        self._preview = Static("", classes="tool-preview")
+
+    def compose(self) -> ComposeResult:
+        # Collapsible's own parts, with the preview between the title and the (folded) contents.
+        yield self._title
+        yield self._preview
+        with self.Contents():
+            yield from self._contents_list
 
     def finish(self, content: str, is_error: bool, metadata: dict[str, Any]) -> None:
-        """Show the result. Errors and diffs stay open; plain successes fold away."""
-        self.state = "error" if is_error else "done"
+        """Show the result. Errors and diffs stay open; the rest fold away, with a preview. A
+        command that exits non-zero is a ✗ with its exit code (the model still got its output)."""
+        self.exit_code = exit_code_of(metadata)
+        failed = is_error or (self.exit_code is not None and self.exit_code != 0)
+        self.state = "error" if failed else "done"
         self.remove_class("-running")
-        self.add_class("-error" if is_error else "-done")
-        mark = "✗" if is_error else "✓"
-        refused = bool(metadata.get("refused"))
-        suffix = " (refused)" if refused else ""
+        self.add_class("-error" if failed else "-done")
+        mark = "✗" if failed else "✓"
+        if metadata.get("refused"):
+            suffix = " (refused)"
+        elif metadata.get("timed_out"):
+            suffix = " (timed out)"
+        elif metadata.get("cancelled"):
+            suffix = " (cancelled)"
+        elif self.exit_code is not None:
+            suffix = f" · exit {self.exit_code}"
+        else:
+            suffix = ""
         self.title = f"{mark} {self.base_title}{suffix}"
         contents = self.query_one(Collapsible.Contents)
         diff = metadata.get("diff")
@@ -100,6 +144,9 @@ class ToolPanel(Collapsible):
         if isinstance(diff, str) and diff:
             self.query_one(".tool-args", Static).update(Text(args_text(compact_args(self.args))))
             contents.mount(Static(Syntax(cut_lines(diff, 200), "diff", theme="ansi_dark", word_wrap=True), classes="tool-diff"))
+        preview = preview_lines(content)
+        self._preview.update(Text("\n".join(preview), no_wrap=True, overflow="ellipsis"))
+        self._preview.set_class(not preview, "-empty")
         self.collapsed = not (is_error or (isinstance(diff, str) and diff))
 
     def cancel(self) -> None:
@@ -108,3 +155,8 @@ class ToolPanel(Collapsible):
         self.remove_class("-running")
         self.add_class("-error")
         self.title = f"✗ {self.base_title} (cancelled)"
+
+    @property
+    def preview_text(self) -> str:
+        """The preview shown while folded ('' when open or without output)."""
+        return "" if not self.collapsed or self._preview.has_class("-empty") else str(self._preview.render())

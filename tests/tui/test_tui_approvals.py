@@ -130,7 +130,9 @@ async def test_session_allow_always_allow_and_deny_with_a_reason(make_app, works
         assert not (workspace / "other.txt").exists()
         assert (workspace / "calc.py").read_text() == "def plus(a, b):\n    return a + b\n"  # both edits ran, one question
         panels = list(app.query(ToolPanel))
-        assert [p.state for p in panels] == ["done", "done", "error", "done", "done"]
+        # The workspace is no git repository: both git commands ran and exited 128 (a ✗ with the code).
+        assert [p.state for p in panels] == ["error", "error", "error", "done", "done"]
+        assert panels[0].title == "✗ shell: git status -s · exit 128"
         # The model read the denial's reason in the tool result.
         results = [b for m in backend.prompts[3].messages for b in getattr(m, "tool_results", [])]
         assert results[-1].content == "write_file was not approved by the user: keep the workspace clean; nothing was changed"
