@@ -7,12 +7,13 @@ and each one found is replaced by `[REDACTED:<rule>]`. What is sent to the model
 (that would change the cached prefix); a session resumed from the ledger re-sends the redacted
 text, so its prompt differs from there on and that part is written to the cache once more.
 
-The shapes follow gitleaks' rules (https://github.com/gitleaks/gitleaks/blob/master/config/gitleaks.toml)
-for Anthropic, OpenAI, GitHub, AWS, Slack and Google keys, PEM private keys and JWTs, plus
-bearer tokens, passwords in URLs and `password=`-style assignments. detect-secrets' plugins were
-the other candidate: they know none of the Anthropic, Google or current OpenAI key formats, flag
-only a private key's first line, and scan line by line with Python's backtracking `re`; stored text
-is hostile, so these patterns run in RE2 (linear time).
+The shapes are gitleaks' rule set (`store/gitleaks.toml`, vendored with its licence and read by
+`store/gitleaks_rules.py`; why gitleaks and not detect-secrets is said there): 220 kinds of key
+and token, each with its keywords, entropy floor and allowlists, run in RE2 (linear time: stored
+text is hostile). A few shapes gitleaks leaves to its generic rule, or misses in the way they are
+typed on a command line, are hitrate's own (`RULES` below): passwords in URLs and in `curl -u`,
+`mysql -p`, `Authorization: Basic`, bearer tokens, `x-api-key:` headers, Azure's `AccountKey=` and
+SAS `sig=`, docker's `auth` entries, and `password=`-style assignments.
 
 Opaque provider payloads (thinking signatures, encrypted reasoning, redacted thinking) are left
 as they are: they are base64 that the provider checks byte for byte.
@@ -24,9 +25,11 @@ import functools
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import re2
+
+from hitrate.store.gitleaks_rules import gitleaks_rules, shannon_entropy
 
 ENV_REDACT = "HITRATE_REDACT_SECRETS"
 """Set to 0 / false / no / off to store secrets verbatim (the default redacts)."""
@@ -59,9 +62,12 @@ class Rule:
     and anything after it stays too."""
 
 
-# Replacements never hold a quote or a backslash, and no pattern ends inside an escape, so a string
-# that is itself JSON (a tool call's arguments, a provider block's raw text) stays valid JSON.
+# hitrate's own shapes, beside gitleaks'. Replacements never hold a quote or a backslash, and spans
+# are trimmed so they neither split an escape nor swallow a bare quote, so a string that is itself
+# JSON (a tool call's arguments, a provider block's raw text) stays valid JSON.
 RULES: tuple[Rule, ...] = (
+    # Provider keys by prefix alone: gitleaks' rules for these demand exact lengths and entropy (to
+    # keep false alarms out of code scans); a ledger would rather lose a look-alike than keep a key.
     Rule("private-key", r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[ A-Z0-9_-]{0,100}"
                         r"PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,-]|\\[nr])*)", ("private key",)),  # fmt: skip
     Rule("anthropic-api-key", r"\bsk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
@@ -71,12 +77,21 @@ RULES: tuple[Rule, ...] = (
          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
     Rule("aws-access-key-id", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b", ("a3t", "akia", "asia", "abia", "acca")),
     Rule("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}", ("xox",)),
-    Rule("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,}", ("hooks.slack.com",)),
     Rule("google-api-key", r"\bAIza[A-Za-z0-9_-]{35}", ("aiza",)),
-    Rule("google-oauth", r"\bGOCSPX-[A-Za-z0-9_-]{28}|\bya29\.[A-Za-z0-9_-]{20,}", ("gocspx-", "ya29.")),
     Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyj",)),
     Rule("bearer-token", r"(?i)(\b(?:bearer|token)\s+)([A-Za-z0-9._~+/-]{16,}=*)", ("bearer", "token"), keep=1),
-    Rule("url-password", r"(?i)(\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{1,100}:)([^\s@/\"'<>]{1,200})(@)", ("://",), keep=1),
+    Rule("basic-auth", r"(?i)(\bauthorization\s*[:=]\s*\\?[\"']?\s*basic\s+)([A-Za-z0-9+/]{8,}={0,2})", ("basic",), keep=1),
+    Rule("api-key-header", r"(?i)(\b(?:x-api-key|api-key|x-auth-token|x-access-token|private-token|x-goog-api-key)\s*:\s*)([^\s\"'\\,;]{8,})",
+         ("api-key", "auth-token", "access-token", "private-token"), keep=1),  # fmt: skip
+    Rule("url-password", r"(?i)(\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'<>]{0,100}:)([^\s@/\"'<>]{1,200})(@)", ("://",), keep=1),
+    Rule("curl-user", r"(\s(?:-u|--user|--proxy-user)\s*[\"']?[^\s:\"']{1,100}:)([^\s\"']{3,200})", ("-u", "--user"), keep=1),
+    Rule("mysql-password", r"(\b(?:mysql|mysqldump|mariadb|mysqladmin)\b[^\n|;&]{0,200}?\s(?:-p|--password=))([^\s\"'-][^\s\"']{2,200})",
+         ("mysql", "mariadb"), keep=1),  # fmt: skip
+    Rule("azure-account-key", r"(?i)(\bAccountKey\s*=\s*)([A-Za-z0-9+/]{20,}={0,2})", ("accountkey",), keep=1),
+    Rule("azure-sas-signature", r"([?&;]sig=)([A-Za-z0-9%+/]{20,}(?:%3D|=){0,2})", ("sig=",), keep=1),
+    Rule("netrc-password", r"(?m)(\bmachine\s+\S+(?:\s+login\s+\S+)?\s+password\s+)(\S{3,})", ("machine",), keep=1),
+    Rule("pgpass-password", r"(?m)(^[A-Za-z0-9.*_-]+:(?:\d{1,5}|\*):[^:\s]+:[^:\s]+:)([^\s]{3,})$", (":",), keep=1),
+    Rule("docker-auth", r"(\\?\"auth\\?\"\s*:\s*\\?\")([A-Za-z0-9+/]{8,}={0,2})", ('auth',), keep=1),
     # A quoted value assigned to a secret's name: `"password": "hunter2"`, `token = 'abc123'`, and
     # the same inside a JSON string (`\"password\": \"hunter2\"`, a config file a tool call writes).
     Rule("assigned-secret", rf"(?i)(\b{_SECRET_NAME}(?:\\?[\"'])?\s{{0,5}}(?::=|=>|=|:)\s{{0,5}}\\?[\"'])([^\"'\s\\]{{4,}})(\\?[\"'])",
@@ -101,32 +116,99 @@ def redaction_enabled(env: dict[str, str] | None = None) -> bool:
     return value.strip().lower() not in ("0", "false", "no", "off")
 
 
-def _replacer(rule: Rule) -> Callable[[Any], str]:
-    def replace(found: Any) -> str:
-        if rule.keep == 0:
-            return f"[REDACTED:{rule.name}]"
-        groups = found.groups()
-        kept = "".join(g or "" for g in groups[: rule.keep])
-        after = "".join(g or "" for g in groups[rule.keep + 1 :])
-        return f"{kept}[REDACTED:{rule.name}]{after}"
-
-    return replace
-
-
 @functools.cache
-def _replacers() -> tuple[tuple[tuple[str, ...], Any, Callable[[Any], str]], ...]:
-    """The compiled rules, built on first use (a command that stores nothing never compiles them)."""
-    return tuple((rule.keywords, re2.compile(rule.pattern, _options()), _replacer(rule)) for rule in RULES)
+def _own_rules() -> tuple[tuple[Rule, Any], ...]:
+    """hitrate's own rules compiled, on first use (a command that stores nothing never compiles them)."""
+    return tuple((rule, re2.compile(rule.pattern, _options())) for rule in RULES)
+
+
+Span = tuple[int, int, str]
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    return text[text.rfind("\n", 0, start) + 1 : (len(text) if text.find("\n", end) < 0 else text.find("\n", end))]
+
+
+def _gitleaks_spans(text: str, lowered: str) -> list[Span]:
+    rules, shared = gitleaks_rules()
+    spans: list[Span] = []
+    for rule in rules:
+        if rule.keywords and not any(word in lowered for word in rule.keywords):
+            continue
+        for found in rule.regex.finditer(text):
+            start, end = rule.secret_span(found)
+            secret = text[start:end]
+            if not secret or (rule.entropy and shannon_entropy(secret) <= rule.entropy):
+                continue
+            line = _line_around(text, *found.span())
+            if any(allow.allows(secret, found.group(0), line) for allow in (*shared, *rule.allowlists)):
+                continue
+            spans.append((start, end, rule.id))
+    return spans
+
+
+def _own_spans(text: str, lowered: str) -> list[Span]:
+    spans: list[Span] = []
+    for rule, regex in _own_rules():
+        if not any(word in lowered for word in rule.keywords):
+            continue
+        for found in regex.finditer(text):
+            start, end = found.span(rule.keep + 1) if rule.keep else found.span()
+            if end > start:
+                spans.append((start, end, rule.name))
+    return spans
+
+
+def _json_safe(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span shrunk so that removing it leaves escapes and quotes as they were: it does not start
+    on an escaped character, end on a lone backslash, or hold a bare double quote."""
+    backslashes = 0
+    while start - backslashes - 1 >= 0 and text[start - backslashes - 1] == "\\":
+        backslashes += 1
+    if backslashes % 2:
+        start += 1  # the first character is escaped by the backslash before the span
+    quote = text.find('"', start, end)
+    while quote >= 0:
+        escaped = 0
+        while quote - escaped - 1 >= start and text[quote - escaped - 1] == "\\":
+            escaped += 1
+        if escaped % 2 == 0:
+            end = quote - escaped  # a bare quote closes a JSON string: keep it and what follows
+            break
+        quote = text.find('"', quote + 1, end)
+    trailing = 0
+    while end - trailing - 1 >= start and text[end - trailing - 1] == "\\":
+        trailing += 1
+    if trailing % 2:
+        end -= 1
+    return start, end
 
 
 def redact_text(text: str) -> str:
-    """`text` with every secret shape replaced; the same object when nothing matched."""
-    out = text
+    """`text` with every secret replaced by `[REDACTED:<rule>]`; the same object when nothing matched."""
     lowered = text.lower()
-    for keywords, regex, replace in _replacers():
-        if any(word in lowered for word in keywords):
-            out = regex.sub(replace, out)
-    return text if out == text else out
+    # Where two rules find the same secret, gitleaks' (more specific) name is the one kept.
+    found = [(*span, 0) for span in _gitleaks_spans(text, lowered)] + [(*span, 1) for span in _own_spans(text, lowered)]
+    spans = [span[:3] for span in sorted(found, key=lambda s: (s[0], -s[1], s[3]))]
+    if not spans:
+        return text
+    merged: list[list[Any]] = []
+    for start, end, name in spans:
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)  # overlapping finds: one replacement, the first's name
+            continue
+        merged.append([start, end, name])
+    out: list[str] = []
+    position = 0
+    for start, end, name in merged:
+        start, end = _json_safe(text, max(start, position), end)
+        if end - start < 3:
+            continue  # nothing worth hiding is left once the span keeps the escapes intact
+        out += [text[position:start], f"[REDACTED:{name}]"]
+        position = end
+    out.append(text[position:])
+    result = "".join(out)
+    return text if result == text else result
 
 
 def _walk(value: Any) -> Any:
