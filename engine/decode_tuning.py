@@ -115,6 +115,8 @@ class Tuning:
 
     def note(self) -> str:
         """One line on how the layouts were chosen, for verify's report and the load's progress."""
+        if not self.chosen:
+            return "nothing timed: decode steps run on the weights as stored"
         if self.source == "cached":
             return "layouts from a previous start's timing on this machine (cached)"
         if self.source == "not tuned":
