@@ -180,11 +180,16 @@ def main() -> None:
                     continue
                 started = time.monotonic()
                 out = complete(args.port, ids, sampler, args.max_tokens)
-                # The text with special tokens as written (`<tool_call>` is one added token in Qwen2.5).
+                # `text`: as the engine decodes it (special tokens such as <|im_end|> left out;
+                # `<tool_call>` is an added token that is not special in Qwen2.5, so it stays);
+                # `raw`: every token as written.
                 tokens = out.get("tokens") or []
-                text = tokenizer.decode(tokens, skip_special_tokens=False) if tokens else out["content"]
-                fixture["replies"].append({"scenario": scenario["label"], "sampler": sampler, "text": text,
-                                           "stop_type": out.get("stop_type"), "tokens": len(tokens)})
+                fixture["replies"].append({
+                    "scenario": scenario["label"], "sampler": sampler,
+                    "text": tokenizer.decode(tokens, skip_special_tokens=True),
+                    "raw": tokenizer.decode(tokens, skip_special_tokens=False),
+                    "stop_type": out.get("stop_type"), "tokens": len(tokens)})
+                text = fixture["replies"][-1]["raw"]
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
                 print(f"{scenario['label']:32} {json.dumps(sampler):90} {time.monotonic() - started:6.1f}s "
