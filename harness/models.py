@@ -271,6 +271,14 @@ def spec_model_name(spec: str) -> str:
         raise
 
 
+def _local_tool_protocol(path: str) -> Literal["native", "text"]:
+    """A packaged small model's file (`harness.packaged_models`) gets the text tool protocol: such
+    models write their calls as text rather than in their template's markup."""
+    from hitrate.harness.packaged_models import packaged_tool_protocol
+
+    return packaged_tool_protocol(path)
+
+
 def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
     """Parse `provider/model[...]` into a ModelSpec, honouring *_BASE_URL overrides from env."""
     env = dict(os.environ) if env is None else env
@@ -366,7 +374,7 @@ def parse_model_spec(spec: str, env: dict[str, str] | None = None) -> ModelSpec:
             wire="local_engine",
             base_url=None,
             api_key_env=None,
-            quirks=Quirks(usage_dialect="openai_compat"),
+            quirks=Quirks(usage_dialect="openai_compat", tool_protocol=_local_tool_protocol(rest)),
         )
     raise ModelSpecError(
         f"unknown provider {provider!r} in {spec!r}; known providers: {', '.join(PROVIDERS)}"

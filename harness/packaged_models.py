@@ -21,7 +21,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict
@@ -47,6 +47,10 @@ class PackagedModel(BaseModel):
     """Bytes of the assembled file."""
     sha256: str
     """Of the assembled file."""
+    tool_protocol: Literal["native", "text"] = "text"
+    """How the agent talks tools with it by default (`--tool-protocol` and the config file override):
+    small models wrote their calls as text, not in their template's `<tool_call>` markup, in every
+    native-protocol run tried; one shell block per reply is what they do reliably."""
 
 
 def _parts(prefix: str, count: int, version: str) -> tuple[str, ...]:
@@ -77,6 +81,16 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 
 DEFAULT_PACKAGED_MODEL = "qwen2.5-coder-0.5b"
 """What a machine with no key is offered first: the smallest, which answers in seconds on a laptop CPU."""
+
+
+def packaged_tool_protocol(path: str) -> Literal["native", "text"]:
+    """The tool protocol for a `local/<path>` model: the packaged model's own when the file is one
+    of theirs (by name), else native."""
+    name = Path(path).name
+    for model in PACKAGED_MODELS.values():
+        if model.file_name == name:
+            return model.tool_protocol
+    return "native"
 
 
 class PackagedModelError(Exception):

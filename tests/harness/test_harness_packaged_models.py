@@ -136,3 +136,11 @@ def test_run_offers_the_packaged_model_at_a_terminal(tiny, monkeypatch):
     spec = command.default_model_or_offer()
     assert spec == f"local/{Path(env['HITRATE_MODELS_DIR']) / model.file_name}"
     assert command.default_model_or_offer() == spec  # installed now: no question
+
+
+def test_a_packaged_model_file_gets_the_text_protocol_unless_told_otherwise():
+    from hitrate.harness.models import parse_model_spec
+
+    assert parse_model_spec("local//any/where/qwen2.5-coder-0.5b-instruct.gguf").quirks.tool_protocol == "text"
+    assert parse_model_spec("local//any/where/other.gguf").quirks.tool_protocol == "native"
+    assert parse_model_spec("local/Qwen/Qwen2.5-Coder-1.5B-Instruct").quirks.tool_protocol == "native"
