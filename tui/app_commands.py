@@ -17,7 +17,7 @@ from hitrate.harness.checkpoints import CheckpointError
 from hitrate.tui.cache_panel import NARROW
 from hitrate.tui.commands import COMMANDS, CommandError, command_name, help_markdown, parse_command
 from hitrate.tui.custom_commands import INIT_PROMPT, load_commands
-from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.tui.dialogs import ConfirmScreen, HelpScreen
 from hitrate.tui.figures import SessionFigures, fmt_ratio, fmt_tokens, fmt_usd, one_line
 from hitrate.tui.keepalive_view import decision_text, keepalive_markdown
 from hitrate.tui.link import ResumedSession, estimate_switch
@@ -112,13 +112,17 @@ class CommandsMixin:
             await self.conversation.add_notice(f"/{command.name} waits until the agent stops (Esc cancels the step)", "warning")
             return
         handler = getattr(self, f"_command_{command.name}")
-        # A command's output is what the user asked to see: bring the view down to it.
-        self.conversation.follow()
+        if command.name != "help":  # /help opens over the conversation and leaves its scroll alone
+            # A command's output is what the user asked to see: bring the view down to it.
+            self.conversation.follow()
         await handler(command.arg)
 
     async def _command_help(self: "HitrateApp", arg: str) -> None:
         custom = load_commands(self.workspace, reserved=frozenset(COMMANDS))
-        await self.conversation.add_markdown(help_markdown(_KEYS, {n: c.description for n, c in custom.items()}))
+        if isinstance(self.screen, HelpScreen):
+            return
+        # Over the conversation, not in it: forty lines of help would push the work out of view.
+        self.push_screen(HelpScreen(help_markdown(_KEYS, {n: c.description for n, c in custom.items()})))
 
     async def _command_init(self: "HitrateApp", arg: str) -> None:
         if self.busy:
@@ -314,12 +318,19 @@ class CommandsMixin:
         if not sessions:
             await self.conversation.add_notice("no earlier sessions in the ledger")
             return
-        lines = ["**Recent sessions** (`/resume <id>`)", "", "| id | started (UTC) | model | calls | cost | first prompt |", "|---|---|---|---:|---:|---|"]
-        for s in sessions:
-            prompt = s.first_prompt.replace("|", "\\|").replace("\n", " ")[:40]
-            lines.append(
-                f"| `{s.id}` | {s.started_at:%Y-%m-%d %H:%M} | {s.model or '?'} | {s.calls} | {fmt_usd(s.cost_usd)} | {prompt} |"
-            )
+        lines = ["**Recent sessions** (`/resume <id>`)", ""]
+        if self.screen.has_class(NARROW):
+            # Six table columns in 50 cells would cut every one of them: a list instead.
+            for s in sessions:
+                prompt = one_line(s.first_prompt.replace("`", "'"), 40)
+                lines.append(f"- `{s.id}` {s.started_at:%m-%d %H:%M} · {s.calls} calls · {fmt_usd(s.cost_usd)} · {prompt}")
+        else:
+            lines += ["| id | started (UTC) | model | calls | cost | first prompt |", "|---|---|---|---:|---:|---|"]
+            for s in sessions:
+                prompt = s.first_prompt.replace("|", "\\|").replace("\n", " ")[:40]
+                lines.append(
+                    f"| `{s.id}` | {s.started_at:%Y-%m-%d %H:%M} | {s.model or '?'} | {s.calls} | {fmt_usd(s.cost_usd)} | {prompt} |"
+                )
         await self.conversation.add_markdown("\n".join(lines))
 
     async def show_resumed(self: "HitrateApp", resumed: ResumedSession) -> None:

@@ -1,5 +1,5 @@
-"""Modal questions: approve a tool action (once, for the session, always, or deny with a reason),
-confirm a model switch."""
+"""Modal screens: approve a tool action (once, for the session, always, or deny with a reason),
+confirm a model switch, and the help (over the conversation, never added to it)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,41 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, Markdown, Static
 
 from hitrate.harness.permissions import Rule, prefix_rule
 from hitrate.harness.terminal_text import visible, visible_value
 
 from hitrate.tui.tool_panel import args_text, cut_lines
+
+
+class HelpScreen(ModalScreen[None]):
+    """The /help text over the conversation: read, scrolled with the arrows or PageUp / PageDown,
+    and closed with Esc, q or F1; the transcript stays as it was."""
+
+    BINDINGS = [Binding("escape,q,f1", "close", "Close")]
+
+    def __init__(self, markdown: str) -> None:
+        super().__init__(classes="dialog-screen -help")
+        self._markdown = markdown
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Static("Help · Esc closes", id="help-title")
+            with VerticalScroll(id="help-body"):
+                yield Markdown(self._markdown)
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body", VerticalScroll).focus()
+
+    @property
+    def source(self) -> str:
+        return self._markdown
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -21,6 +21,7 @@ from hitrate.harness.interruptible import Cancelled
 from hitrate.harness.idle_compaction import idle_compaction_decision
 from hitrate.harness.keepalive import CacheWarmer, KeepAliveConfig, KeepAliveDecision
 from hitrate.harness.resume import SessionNotResumable, load_session, resumable_sessions
+from hitrate.harness.route_clients import openai_auth_for
 from hitrate.harness.router import Route, Router
 from hitrate.harness.session import Session, SessionConfig, SessionInputs
 from hitrate.harness.terminal_text import visible, visible_value
@@ -245,7 +246,12 @@ class HarnessLink:
     # ---- commands (event loop, between turns) ------------------------------------------------
 
     def check_model(self, spec: str) -> tuple[str, str, str]:
+        """(provider, model, label) of `spec`; ValueError when it is malformed or its credentials
+        are missing, so nobody is asked to confirm the cost of a switch that cannot happen."""
         parsed = self.router.parse(spec)
+        parsed.api_key(self.router.env)  # raises ModelSpecError naming the variable to set
+        if parsed.provider == "azure":
+            openai_auth_for(parsed, self.router.env)
         return parsed.provider, parsed.model, parsed.label
 
     def switch_model(self, spec: str) -> None:

@@ -7,7 +7,7 @@ from tui_helpers import SPEC, submit, wait_until
 
 from hitrate.tui.cache_panel import CallBar
 from hitrate.tui.conversation import AssistantText, NoticeLine, UserPrompt
-from hitrate.tui.dialogs import ConfirmScreen
+from hitrate.tui.dialogs import ConfirmScreen, HelpScreen
 from hitrate.tui.status import StatusLine
 
 OPUS = "anthropic/claude-opus-4-6"
@@ -26,18 +26,35 @@ async def one_turn(pilot, text: str, calls: int) -> None:
     await wait_until(pilot, lambda: not pilot.app.busy and len(pilot.app.figures.calls) == calls, f"turn {text!r}")
 
 
-async def test_help_lists_commands_and_keys(make_app):
+async def test_help_opens_over_the_conversation_and_leaves_it_as_it_was(make_app):
     app = make_app({SPEC: []})
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
+        before = len(app.conversation.children)
         await submit(pilot, "/help")
-        await pilot.pause()
-        text = markdown_blocks(app)[-1]
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        text = app.screen.source
         for usage in ("/model <spec>", "/cost", "/clear", "/resume [session-id]", "/approve on|off", "/help"):
             assert f"`{usage}`" in text
-        assert "`esc`" in text and "cancel the current step" in text
+        assert "`esc`" in text and "cancel the current step" in text and "`ctrl+o`" in text
+        # Nothing was added to the transcript; Esc closes the help and the prompt box has the keys.
+        assert len(app.conversation.children) == before and not markdown_blocks(app)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen), "the help to close")
+        assert app.focused is app.query_one("#prompt")
         await pilot.press("f1")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help from F1")
+        await pilot.press("f1")
+        await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen), "F1 to close it")
+        assert len(app.conversation.children) == before
+
+
+async def test_model_switch_without_a_key_is_refused_before_any_cost_question(make_app):
+    app = make_app({SPEC: []})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await submit(pilot, "/model deepseek/deepseek-chat")
         await pilot.pause()
-        assert len(markdown_blocks(app)) == 2
+        assert "needs an API key: set DEEPSEEK_API_KEY" in notices(app)[-1]
+        assert not isinstance(app.screen, ConfirmScreen) and app.link.model_label == SPEC
 
 
 async def test_model_switch_warns_with_its_cache_cost_then_confirms(make_app, ledger):
@@ -112,6 +129,16 @@ async def test_cost_clear_and_resume(make_app, ledger):
         await pilot.pause()
         listing = markdown_blocks(app)[-1]
         assert f"`{first_session}`" in listing and "| 2 |" in listing and "| one |" in listing
+        # At 80 columns the same sessions are a list: six table columns would cut every one.
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await submit(pilot, "/resume")
+        await pilot.pause()
+        listing = markdown_blocks(app)[-1]
+        assert "|" not in listing and f"- `{first_session}` " in listing and " · 2 calls · $" in listing
+        assert listing.endswith(" · one")
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
 
         await submit(pilot, f"/resume {first_session}")
         await wait_until(pilot, lambda: len(app.query(CallBar)) == 2, "the resumed calls")

@@ -9,6 +9,7 @@ from tui_helpers import SPEC, submit, wait_until
 
 from hitrate.tui.commands import COMMANDS
 from hitrate.tui.custom_commands import INIT_PROMPT, load_commands, user_folder
+from hitrate.tui.dialogs import HelpScreen
 
 
 def write(folder: Path, name: str, text: str) -> None:
@@ -41,8 +42,10 @@ async def test_a_markdown_command_is_sent_as_a_prompt_and_listed_in_help(make_ap
     backend = app.link.router.backends[SPEC]
     async with app.run_test(size=(120, 40)) as pilot:
         await submit(pilot, "/help")
-        await pilot.pause()
-        help_text = [m.source for m in app.query(".notice-md")][-1]
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        help_text = app.screen.source
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen), "the help to close")
         assert "`/review [args]` — Review a file" in help_text and "`/hello [args]` — Say hello." in help_text
         await submit(pilot, "/review calc.py")
         await wait_until(pilot, lambda: not app.busy and app.figures.calls, "the turn")
