@@ -77,6 +77,13 @@ def offline_crates(names: list[str]) -> list[str]:
     return [name for name in names if name not in cached]
 
 
+def missing_headers(headers: list[str]) -> list[str]:
+    """Those of the headers in none of the compiler's usual include folders (and $CPATH's)."""
+    folders = [Path(p) for p in os.environ.get("CPATH", "").split(os.pathsep) + os.environ.get("CPLUS_INCLUDE_PATH", "").split(os.pathsep) if p]
+    folders += [Path("/usr/include"), Path("/usr/local/include"), Path("/opt/homebrew/include")]
+    return [h for h in headers if not any((folder / h).is_file() for folder in folders)]
+
+
 def unmet(grader: Grader | None) -> str | None:
     """Why a task with this grader cannot run here; None when it can."""
     if grader is None:
@@ -85,6 +92,8 @@ def unmet(grader: Grader | None) -> str | None:
         missing = [p for p in grader.requires if shutil.which(p) is None]
         if missing:
             return f"the {grader.language} toolchain is not on PATH (missing: {', '.join(missing)})"
+        if headers := missing_headers(grader.headers):
+            return f"its build needs headers not installed here: {', '.join(headers)}"
         crates = offline_crates(grader.crates)
         return f"its Cargo.toml needs crates not available offline here: {', '.join(crates)}" if crates else None
     if isinstance(grader, SwebenchGrader):

@@ -51,6 +51,9 @@ class CommandGrader(BaseModel):
     """Rust crates only the reference solution needs (`.meta/Cargo-example.toml`): without them
     offline the task still runs, but the oracle cannot prove it here."""
 
+    headers: list[str] = []
+    """C/C++ headers the build needs beyond the compiler's own (a C++ exercise's Boost components,
+    e.g. boost/date_time.hpp): without them in the include folders it cannot run here."""
     seeded_caches: dict[str, str] = {}
     """Environment variable -> shared build cache (`build_caches.WARMERS`): the folder the variable
     names is filled from hitrate's own warmed cache before the command runs (Go's GOCACHE)."""

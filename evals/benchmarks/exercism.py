@@ -186,10 +186,12 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
             copy_file(path, task_dir / "workspace" / rel)
     for example, target in targets.items():
         copy_file(exercise / example, task_dir / "solution" / target)
-    crates: dict[str, list[str]] = {}
+    needs: dict[str, list[str]] = {}  # what the build needs beyond the toolchain
+    if track == "cpp":
+        needs = {"headers": _boost_headers(exercise / "CMakeLists.txt")}
     if track == "rust":
         try:
-            crates = _rust_manifests(exercise, task_dir)
+            needs = _rust_manifests(exercise, task_dir)
         except ValueError as exc:
             shutil.rmtree(task_dir)
             return task_id, str(exc)
@@ -220,10 +222,23 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
                 test = task_dir / "tests" / rel
                 test.write_text(re.sub(r"\bxtest\(", "test(", test.read_text(encoding="utf-8")), encoding="utf-8")
         spec["grader"] = {"kind": "command", "language": track, "test_files": list(files["test"]), **TRACKS[track],
-                          "grading_folder": exercise.name, **crates}  # fmt: skip
+                          "grading_folder": exercise.name, **needs}  # fmt: skip
     (task_dir / "instruction.md").write_text(text, encoding="utf-8")
     write_task_toml(task_dir, spec)
     return task_id, None
+
+
+_BOOST = re.compile(r"find_package\(\s*Boost\b[^)]*\bREQUIRED\b[^)]*\bCOMPONENTS\s+([^)]*)\)", re.IGNORECASE)
+
+
+def _boost_headers(cmakelists: Path) -> list[str]:
+    """The Boost headers a C++ exercise's CMakeLists.txt requires (gigasecond's and meetup's
+    `find_package(Boost 1.58 REQUIRED COMPONENTS date_time)`)."""
+    try:
+        text = cmakelists.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [f"boost/{component}.hpp" for found in _BOOST.findall(text) for component in found.split()]
 
 
 def _dependencies(manifest: Path) -> dict[str, Any]:

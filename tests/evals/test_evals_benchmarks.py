@@ -438,6 +438,27 @@ def test_rust_reference_dependencies_go_into_the_solutions_manifest(tmp_path, mo
     assert requirements.unmet(needs_time) == "its Cargo.toml needs crates not available offline here: time"
 
 
+def test_a_cpp_exercise_that_needs_boost_is_unavailable_without_its_headers(tmp_path, monkeypatch):
+    from hitrate.evals.benchmarks.exercism import _boost_headers
+
+    # gigasecond's and meetup's CMakeLists.txt, as published, ask for Boost's date_time.
+    published = (REAL_POLYGLOT / "cpp/exercises/practice/zebra-puzzle/CMakeLists.txt").read_text()
+    cmakelists = tmp_path / "CMakeLists.txt"
+    cmakelists.write_text(published.replace(
+        "# Get a source filename", "set(Boost_USE_MULTITHREADED ON)\nfind_package(Boost 1.58 REQUIRED COMPONENTS date_time)\n\n# Get a source filename"))
+    assert _boost_headers(cmakelists) == ["boost/date_time.hpp"]
+    assert _boost_headers(REAL_POLYGLOT / "cpp/exercises/practice/zebra-puzzle/CMakeLists.txt") == []
+    grader = _real_polyglot().task("cpp-zebra-puzzle").spec.grader.model_copy(update={"headers": ["boost/date_time.hpp"]})
+    real_missing_headers = requirements.missing_headers
+    monkeypatch.setattr(requirements, "missing_headers", lambda headers: list(headers))
+    assert requirements.unmet(grader) == "its build needs headers not installed here: boost/date_time.hpp"
+    include = tmp_path / "include"
+    (include / "boost").mkdir(parents=True)
+    (include / "boost" / "date_time.hpp").write_text("")
+    monkeypatch.setenv("CPATH", str(include))
+    assert real_missing_headers(["boost/date_time.hpp", "boost/no_such_part.hpp"]) == ["boost/no_such_part.hpp"]
+
+
 def test_java_reference_helper_classes_are_copied_beside_the_solution():
     from itertools import permutations
 
