@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from hitrate.engine import cpu_linear
+from hitrate.engine import cpu_linear, cpu_threads
 from hitrate.engine.api import GenerationRequest, SamplingParams
 from hitrate.engine.compute_thread import off_main_thread
 from hitrate.engine.radix import common_prefix_length
@@ -328,9 +328,11 @@ def main() -> None:
                              "default: bfloat16 when the engine runs float32 on a CPU with oneDNN bfloat16")
     parser.add_argument("--skip", nargs="*", default=[], choices=["ttft", "trace", "decode", "concurrency", "kv"])
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: on a shared machine, multi-threaded matmuls stall "
-                             "whenever one thread is descheduled, which swamps the ratios; 0 = torch default)")
+                        help="CPU threads of the engine and of the transformers baseline (default 1: on a shared "
+                             "machine, multi-threaded matmuls stall whenever one thread is descheduled, which "
+                             "swamps the ratios; 0 = the engine's automatic count, engine.cpu_threads)")
     args = parser.parse_args()
+    cpu_threads.configure(args.threads or None)  # the engine's worker threads apply it
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -36,7 +36,7 @@ def test_serve_command_answers_both_sdks(tiny_llama_path, tmp_path, form):
     port = _free_port()
     proc = subprocess.Popen(
         [HITRATE, "serve", str(model), "--port", str(port), "--pool-tokens", "8192",
-         "--served-model-name", "local", "--log-level", "warning"],
+         "--served-model-name", "local", "--log-level", "warning", "--threads", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=OFFLINE,
     )
     try:
@@ -44,8 +44,10 @@ def test_serve_command_answers_both_sdks(tiny_llama_path, tmp_path, form):
         while True:
             assert proc.poll() is None, proc.stdout.read()
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+                if health.status_code == 200:
                     break
+                assert health.status_code == 503 and health.json()["status"] == "loading"  # answered, not hung
             except httpx.TransportError:
                 pass
             assert time.monotonic() < deadline, "server did not come up"
@@ -65,6 +67,8 @@ def test_serve_command_answers_both_sdks(tiny_llama_path, tmp_path, form):
             proc.kill()
             output, _ = proc.communicate()
     assert f"serving local on http://127.0.0.1:{port}" in output
+    assert "load: read" in output and "load: check" in output and "load: ready" in output
+    assert "threads 1 (--threads)" in output
 
 
 def test_serve_command_reports_a_model_it_cannot_load(tmp_path):
