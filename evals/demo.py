@@ -51,6 +51,8 @@ REAL_TASKS: tuple[str, ...] = ("roman-parse", "merge-intervals", "config-deep-me
 REAL_MAX_STEPS = 10
 REAL_MAX_WALL_S = 60.0
 """Per task: three tasks in two layouts stay within about six minutes on two CPU cores."""
+REAL_MAX_OUTPUT_TOKENS = 512
+"""A small model that loops (the same line again and again) stops here instead of at the default 4,096."""
 REAL_PROTOCOL = "text"
 """Small models write their calls as text; one shell block per reply suits them (`harness.text_protocol`)."""
 ILLUSTRATION_MODEL = "claude-sonnet-5"
@@ -222,6 +224,7 @@ def _run_real(
             settings = EvalSettings(
                 suite=str(bundled_suite_path()), model=real_model, layout=layout, cache_mode="cold", policy="model",
                 task_ids=list(tasks), label=f"demo · real · {layout}", max_steps=max_steps, max_wall_s=max_wall_s,
+                max_output_tokens=REAL_MAX_OUTPUT_TOKENS,
                 tool_protocol=protocol,  # type: ignore[arg-type]
             )
             with RichProgress(f"demo real model {layout}", console=console) as progress:

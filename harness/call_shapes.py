@@ -25,6 +25,9 @@ ShapeKind = Literal["text_call", "unknown_function", "call_markup"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
 _MARKUP = re.compile(r"<\|?(tool_call|function_call|tool_calls)\|?>|\[TOOL_CALLS\]|<function=", re.IGNORECASE)
+_LOOSE_CALL = re.compile(r'\{\s*"name"\s*:\s*"(?P<name>[^"\n]{1,100})"\s*,\s*"(?:arguments|parameters)"\s*:')
+"""A call-like object that is not valid JSON: Python tuples in the arguments, a reply cut off at
+the token limit (both seen from Qwen2.5-Coder-0.5B)."""
 _MAX_OBJECTS = 200
 """JSON objects tried per reply at most: a long reply full of braces costs bounded time."""
 
@@ -55,7 +58,7 @@ def call_shape(text: str, tool_names: Sequence[str]) -> CallShape | None:
     if not text.strip():
         return None
     tools = set(tool_names)
-    named = [name for name in _json_call_names(text)] + [name for name in _expression_call_names(text)]
+    named = [*_json_call_names(text), *(m["name"] for m in _LOOSE_CALL.finditer(text)), *_expression_call_names(text)]
     for name in named:
         if name in tools:
             return CallShape(kind="text_call", name=name)

@@ -24,7 +24,10 @@ TOOLS = ["edit_file", "glob", "grep", "list_dir", "read_file", "shell", "write_f
         ('from_roman("XIV")', "unknown_function", "from_roman"),
         ('```python\nparse_duration("1h30m")\n```', "unknown_function", "parse_duration"),
         ('read_file(path="roman.py")', "text_call", "read_file"),
-        ('<tool_call>\n{"name": "read_file", "arguments": {"path": \n</tool_call>', "call_markup", None),
+        ('<tool_call>\n{"name": "read_file", "arguments": {"path": \n</tool_call>', "text_call", "read_file"),
+        ("<tool_call>\nread the file\n</tool_call>", "call_markup", None),
+        ('```json\n{"name": "merge_intervals", "arguments": {"intervals": [(1, 2), (2, 3)]}}\n```',
+         "unknown_function", "merge_intervals"),
     ],
 )
 def test_call_shaped_replies_are_found(text, kind, name):
@@ -56,3 +59,22 @@ def test_a_tool_call_wins_over_an_unknown_one():
 
 def test_a_long_reply_full_of_braces_is_read_in_bounded_time():
     assert call_shape("{" * 20000 + "text", TOOLS) is None
+
+
+def test_real_replies_of_a_small_model():
+    """Replies Qwen2.5-Coder-0.5B wrote to the agent's prompts (tests/fixtures/model_outputs): every
+    call it wrote as text is found, naming the tool when it named one; its prose is left alone."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parents[1] / "fixtures/model_outputs/qwen2.5-coder-0.5b-instruct.json").read_text())
+    tools = [t["function"]["name"] for t in data["tool_schemas"]]
+    for reply in data["replies"]:
+        shape = call_shape(reply["text"], tools)
+        expected = reply["expected_calls"]
+        if expected:
+            assert shape is not None and shape.kind == "text_call" and shape.name == expected[0][0], reply["scenario"]
+        elif reply["shape"].startswith(("fenced json naming", "bare json naming", "fence without language")):
+            assert shape is not None and shape.kind == "unknown_function", reply["scenario"]
+        elif reply["shape"].startswith(("prose", "python code block")):
+            assert shape is None, reply["scenario"]
