@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Run id(s). Several runs (e.g. cold and warm, or both layouts) are reported side by side. With --leaderboard, none means every eval run in the ledger.")] = None,
+    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Run id(s), whole or their first characters as `hitrate ledger` prints them. Several runs (e.g. cold and warm, or both layouts) are reported side by side. With --leaderboard, none means every eval run in the ledger.")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or html; with --leaderboard: table, json or csv.")] = "table",
     leaderboard: Annotated[bool, typer.Option("--leaderboard", help="One row per run: pass rate and interval, cost per passed task, Σ-hit, p50 wall time; runs on other task sets marked not comparable (schema: docs/leaderboard.md).")] = False,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the report to this file instead of the terminal.")] = None,
@@ -73,6 +73,7 @@ def report_command(
         require_extra("evals", "the report's pictures (--format html, --pictures)")
     if fmt not in FORMATS:
         _fail(console, f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    run_ids = _whole_run_ids(console, db, run_ids)
     report = _load(console, db, prices, price_as, lambda table: load_report(db, run_ids, trajectory_task=task, price_as=price_as, price_table=table))
     _emit(console, render(report, fmt, picture_format="png" if png else "svg"), out, "report")
     if pictures is not None:
@@ -88,6 +89,7 @@ def _leaderboard(
 
     if fmt not in LEADERBOARD_FORMATS:
         _fail(console, f"--leaderboard --format must be one of {', '.join(LEADERBOARD_FORMATS)}, not {fmt!r}")
+    run_ids = _whole_run_ids(console, db, run_ids)
     board = _load(console, db, prices, price_as, lambda table: load_leaderboard(db, run_ids, price_as=price_as, price_table=table))
     if fmt == "json":
         text = board.model_dump_json(indent=1) + "\n"
@@ -100,6 +102,22 @@ def _leaderboard(
         TextConsole(file=buf, width=max(table_width(), 200), force_terminal=False, color_system=None).print(leaderboard_table(board))
         text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
     _emit(console, text, out, "leaderboard")
+
+
+def _whole_run_ids(console: Console, db: Path | None, run_ids: list[str]) -> list[str]:
+    """Each run id as recorded, given whole or by the first characters `hitrate ledger` prints."""
+    from hitrate.harness.commands.sessions import SessionLookupError, resolve_recorded_id
+    from hitrate.store.ledger import Ledger
+
+    if not run_ids:
+        return run_ids
+    if db is not None and not db.exists():
+        _fail(console, f"ledger file {db} does not exist")
+    try:
+        with Ledger(db, read_only=True) as ledger:
+            return [resolve_recorded_id(ledger, run_id, ("run",)) for run_id in run_ids]
+    except SessionLookupError as exc:
+        _fail(console, str(exc))
 
 
 def _load(console: Console, db: Path | None, prices: Path | None, price_as: str | None, load: Callable[[Any], T]) -> T:

@@ -24,12 +24,13 @@ def register(app: typer.Typer) -> None:
 
 
 def whatif_command(
-    ident: Annotated[str, typer.Argument(help="Run, session or task id whose recorded requests to replay.")],
+    ident: Annotated[str, typer.Argument(help="Run, session or task id (or the start of one, as `hitrate ledger` prints it) whose recorded requests to replay.")],
     targets: Annotated[
         list[str],
         typer.Option(
             "--as",
-            help="anthropic/<model>, openai/<model>, deepseek/<model>, gemini/<model> or local. Repeat to compare several.",
+            help="anthropic/<model>, openai/<model>, deepseek/<model>, gemini/<model>, local, or a short name "
+            "`run --model` takes (sonnet, gpt, …). Repeat to compare several.",
         ),
     ],
     ttl: Annotated[str, typer.Option("--ttl", help="Anthropic: TTL of the planned marks, 5m or 1h (recorded marks keep theirs).")] = "5m",
@@ -60,6 +61,7 @@ def whatif_command(
     start. OpenAI <= 5.5: automatic prefix, 1024 minimum, 128-token steps. OpenAI >= 5.6: exact
     breakpoints. DeepSeek: prefix units. local: the engine's radix cache."""
     from hitrate.evals.whatif.compare import WhatIfError, WhatIfOptions, load_requests, parse_target, resolved_marks, whatif
+    from hitrate.harness.commands.sessions import resolve_recorded_id
     from hitrate.harness.commands.format import console as make_console
     from hitrate.harness.price_source import PriceSourceError, price_table
     from hitrate.store.ledger import Ledger
@@ -87,9 +89,10 @@ def whatif_command(
         _policies(console, ident, targets, db, table, context_window, compact_at, as_json)
         return
     try:
-        parsed = [parse_target(t, table) for t in targets]
+        parsed = [parse_target(short_target(t), table) for t in targets]
         with Ledger(db, read_only=True) as ledger:
-            loaded = load_requests(ledger, ident)
+            # The shortened ids `hitrate ledger` prints are enough, as for `run --resume`.
+            loaded = load_requests(ledger, resolve_recorded_id(ledger, ident))
         results = [whatif(loaded.requests, target, options, table) for target in parsed]
     except (WhatIfError, ValueError) as exc:
         _fail(console, str(exc))
@@ -116,17 +119,28 @@ def _policies(console: Console, ident: str, targets: list[str], db: Path | None,
     from hitrate.evals.whatif.policy_report import policy_table, session_policies
     from hitrate.store.ledger import Ledger
 
+    from hitrate.harness.commands.sessions import resolve_session
+
     try:
         with Ledger(db) as ledger:
-            used, results = session_policies(ledger, ident, targets, window=window, threshold=threshold, table=table)
+            session = resolve_session(ledger, ident)
+            used, results = session_policies(ledger, session, [short_target(t) for t in targets], window=window,
+                                             threshold=threshold, table=table)
     except ValueError as exc:
         _fail(console, str(exc))
     if as_json:
-        typer.echo(json.dumps({"session": ident, "context_window": used, "results": [r.model_dump(mode="json") for r in results]}, indent=1))
+        typer.echo(json.dumps({"session": session, "context_window": used, "results": [r.model_dump(mode="json") for r in results]}, indent=1))
         return
     console.print(policy_table(results, used))
     console.print("summ. read: the summary calls' cache-read share; native compaction bills its iteration as uncached input.",
                   style="dim")
+
+
+def short_target(target: str) -> str:
+    """A short model name `run --model` takes ("sonnet") as the spec it stands for."""
+    from hitrate.harness.models import MODEL_ALIASES
+
+    return MODEL_ALIASES.get(target.strip().lower(), target)
 
 
 def summary_table(loaded: LoadedRequests, results: list[WhatIfResult]) -> Table:

@@ -4,6 +4,7 @@ prompt, and an id that may be given by a unique prefix (as git takes a commit id
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -83,18 +84,42 @@ def _model_of_calls(ledger: Ledger, session_id: str) -> str | None:
     return calls[0].model if calls else None
 
 
-def resolve_session(ledger: Ledger, id_or_prefix: str) -> str:
-    """The one session whose id is `id_or_prefix` or starts with it."""
-    wanted = id_or_prefix.strip()
+def resolve_prefix(ids: Iterable[str], wanted: str, what: str, where: object) -> str:
+    """The one id in `ids` that is `wanted` or starts with it (the shortened ids tables print).
+    Raises SessionLookupError naming `what` ("session", "run") and `where` (the ledger)."""
+    wanted = wanted.strip()
     if not wanted:
-        raise SessionLookupError("give a session id (or its first characters)")
-    ids = [s.id for s in ledger.sessions()]
-    if wanted in ids:
+        raise SessionLookupError(f"give a {what} id (or its first characters)")
+    known = list(dict.fromkeys(ids))
+    if wanted in known:
         return wanted
-    matches = [i for i in ids if i.startswith(wanted)]
+    matches = [i for i in known if i.startswith(wanted)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise SessionLookupError(f"no session id starts with {wanted!r} in {ledger.path} (`hitrate ledger` lists them)")
+        raise SessionLookupError(f"no {what} id starts with {wanted!r} in {where} (`hitrate ledger` lists them)")
     shown = ", ".join(m[: len(wanted) + 4] for m in matches[:5])
-    raise SessionLookupError(f"{len(matches)} sessions start with {wanted!r} ({shown}…): give more characters")
+    raise SessionLookupError(f"{len(matches)} {what}s start with {wanted!r} ({shown}…): give more characters")
+
+
+def resolve_session(ledger: Ledger, id_or_prefix: str) -> str:
+    """The one session whose id is `id_or_prefix` or starts with it."""
+    return resolve_prefix((s.id for s in ledger.sessions()), id_or_prefix, "session", ledger.path)
+
+
+def recorded_ids(ledger: Ledger, scope: str) -> list[str]:
+    """Every id of `scope` ("run", "session", "task") the ledger has: its own rows and the ids its
+    calls carry (calls merged from elsewhere may come without their run or session row)."""
+    rows = {"run": ledger.runs, "session": ledger.sessions, "task": ledger.tasks}[scope]()
+    return [r.id for r in rows] + [g.key for g in ledger.summarize(scope) if g.key is not None]  # type: ignore[arg-type]
+
+
+def resolve_recorded_id(ledger: Ledger, id_or_prefix: str, scopes: tuple[str, ...] = ("run", "session", "task")) -> str:
+    """The whole id of a run, session or task given its id or a unique prefix of it (what
+    `hitrate ledger` prints); an id that is whole in one scope wins over prefixes in the others."""
+    wanted = id_or_prefix.strip()
+    ids = {scope: recorded_ids(ledger, scope) for scope in scopes}
+    if any(wanted in found for found in ids.values()):
+        return wanted
+    what = ", ".join(scopes[:-1]) + f" or {scopes[-1]}" if len(scopes) > 1 else scopes[0]
+    return resolve_prefix((i for found in ids.values() for i in found), wanted, what, ledger.path)

@@ -114,7 +114,7 @@ def ledger_command(
         None, "--limit", "-n", min=0, help=f"Show this many groups, newest first (default {_DEFAULT_LIMIT} sessions, all other groups; 0: all)."
     ),
     db: Path | None = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data directory)."),
-    run: str | None = typer.Option(None, "--run", help="Only calls of this run id."),
+    run: str | None = typer.Option(None, "--run", help="Only calls of this run (its id or first characters)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summaries as JSON."),
     flagged: bool = typer.Option(False, "--flagged", help="List the calls whose usage payload held a contradiction."),
     calls: str | None = typer.Option(
@@ -158,6 +158,13 @@ def ledger_command(
                 _fail(str(exc))
             print_calls(ledger.calls(session_id=session_id), session_id, path, as_json=as_json)
             return
+        if run is not None:
+            from hitrate.harness.commands.sessions import SessionLookupError, resolve_recorded_id
+
+            try:
+                run = resolve_recorded_id(ledger, run, ("run",))  # the shortened id `ledger --by run` prints
+            except SessionLookupError as exc:
+                _fail(str(exc))
         flagged_rows = ledger.flagged_calls(run_id=run)
         if flagged:
             ledger_tables.print_flagged(flagged_rows, path, as_json=as_json, limit=None)

@@ -81,4 +81,4 @@ def test_whatif_bad_input_is_a_clear_error(ledger_path, args, message):
 
 def test_whatif_unknown_id(ledger_path):
     result = run_cli("whatif", "nothing", "--db", str(ledger_path), "--as", "local")
-    assert result.exit_code == 2 and "no calls recorded" in result.output
+    assert result.exit_code == 2 and "no run, session or task id starts with 'nothing'" in result.output

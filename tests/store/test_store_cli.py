@@ -167,6 +167,11 @@ def test_ledger_by_model_and_run_env_and_missing_file(app: typer.Typer, tmp_path
     assert {g["key"]: g["totals"]["calls"] for g in json.loads(by_model.output)} == {"claude-opus-5": 3, "deepseek-flash": 1}
     by_run = runner.invoke(app, ["ledger", "--db", str(path), "--by", "run", "--run", run_id], env=WIDE)
     assert run_id in by_run.output and "cli" in by_run.output
+    # The shortened id the table prints selects the same run.
+    by_prefix = runner.invoke(app, ["ledger", "--db", str(path), "--by", "run", "--run", run_id[:9]], env=WIDE)
+    assert by_prefix.output == by_run.output
+    unknown = runner.invoke(app, ["ledger", "--db", str(path), "--run", "zz"])
+    assert unknown.exit_code == 1 and "no run id starts with 'zz'" in unknown.output
     missing = runner.invoke(app, ["ledger", "--db", str(tmp_path / "nope.db")])
     assert missing.exit_code == 0 and "no calls recorded yet: there is no ledger at" in missing.output
     assert not (tmp_path / "nope.db").exists()
