@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from hitrate.evals.build_caches import prepared as prepared_packages
 from hitrate.evals.build_caches import seed as seed_cache
 from hitrate.evals.container_cli import ContainerError
 from hitrate.evals.grading import OUTPUT_CAPTURE_BYTES, OUTPUT_TAIL_CHARS, GradeResult, clean_test_output
@@ -106,6 +107,15 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
         elif target.is_symlink():
             target.unlink()
         shutil.copyfile(task.tests_dir / rel, target)
+    for rel, name in grader.linked_packages.items():
+        packages = prepared_packages(name)
+        if packages is not None:
+            link = work_dir / rel
+            if link.is_symlink() or link.is_file():
+                link.unlink()
+            elif link.exists():
+                shutil.rmtree(link)  # the agent's own install does not count
+            link.symlink_to(packages, target_is_directory=True)
     env = _base_env(work_dir, grader.env)
     for variable, cache in grader.seeded_caches.items():
         if variable in env:

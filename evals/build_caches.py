@@ -1,4 +1,4 @@
-"""Build caches shared by grading runs, never written by the code under test.
+"""Build caches and packages shared by grading runs, never written by the code under test.
 
 A Go exercise graded in a fresh folder with an empty GOCACHE rebuilds the vet facts and test
 support of the standard library it imports: 6-8 s of a run that otherwise takes 1-2 s. Sharing one
@@ -104,3 +104,43 @@ def seed(name: str, dest: Path) -> bool:
         return False
     shutil.copytree(source, dest, dirs_exist_ok=True)
     return True
+
+
+# Packages a track's tests need that no toolchain ships, installed once into a shared folder by
+# `hitrate suite prepare <name>` (the install needs the package registry; grading never fetches
+# anything) and linked read-only into each grading folder. Exercism's JavaScript exercises all
+# declare the same devDependencies; these are the ones their tests run with (jest, through babel).
+NPM_PACKAGES = {
+    "javascript": ("jest@^29.7.0", "babel-jest@^29.6.4", "@babel/core@^7.25.2", "@exercism/babel-preset-javascript@^0.2.1", "core-js@~3.37.1"),
+}
+_PREPARED_MARKER = {"javascript": "node_modules/jest/bin/jest.js"}
+
+
+def prepared(name: str) -> Path | None:
+    """The node_modules folder of the prepared packages `name`; None when not prepared here."""
+    folder = cache_root() / name
+    return folder / "node_modules" if (folder / _PREPARED_MARKER[name]).is_file() else None
+
+
+def prepare(name: str, *, timeout_s: float = 900) -> Path:
+    """Install the packages `name` (npm, from its registry) into the shared folder; its
+    node_modules. OSError / CalledProcessError say why not."""
+    if name not in NPM_PACKAGES:
+        raise ValueError(f"nothing to prepare called {name!r}; known: {', '.join(sorted(NPM_PACKAGES))}")
+    npm = shutil.which("npm")
+    if npm is None:
+        raise OSError("npm is not on PATH (install Node.js)")
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    try:
+        (staging / "package.json").write_text('{"private": true}\n', encoding="utf-8")
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *NPM_PACKAGES[name]],
+                       cwd=staging, check=True, timeout=timeout_s, capture_output=True, text=True)  # fmt: skip
+        target = root / name
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target / "node_modules"

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from hitrate.evals import build_caches
 from hitrate.evals.container_cli import ContainerCli, ContainerError
 from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader
 
@@ -92,6 +93,10 @@ def unmet(grader: Grader | None) -> str | None:
         missing = [p for p in grader.requires if shutil.which(p) is None]
         if missing:
             return f"the {grader.language} toolchain is not on PATH (missing: {', '.join(missing)})"
+        for name in grader.linked_packages.values():
+            if build_caches.prepared(name) is None:
+                return (f"the {grader.language} track's test packages are not installed here "
+                        f"({', '.join(build_caches.NPM_PACKAGES[name])}): run `hitrate suite prepare {name}` once")  # fmt: skip
         if headers := missing_headers(grader.headers):
             return f"its build needs headers not installed here: {', '.join(headers)}"
         crates = offline_crates(grader.crates)

@@ -54,6 +54,9 @@ class CommandGrader(BaseModel):
     headers: list[str] = []
     """C/C++ headers the build needs beyond the compiler's own (a C++ exercise's Boost components,
     e.g. boost/date_time.hpp): without them in the include folders it cannot run here."""
+    linked_packages: dict[str, str] = {}
+    """Grading-folder path -> packages prepared once (`build_caches.NPM_PACKAGES`, by `hitrate
+    suite prepare`), linked there read-only (Exercism JavaScript's node_modules)."""
     seeded_caches: dict[str, str] = {}
     """Environment variable -> shared build cache (`build_caches.WARMERS`): the folder the variable
     names is filled from hitrate's own warmed cache before the command runs (Go's GOCACHE)."""

@@ -56,8 +56,10 @@ TRACKS: dict[str, dict[str, Any]] = {
         "requires": ["cmake", "make", "g++"],
     },
     # Exercism's JavaScript tests run under jest; `xtest` (skipped) cases are switched on, as
-    # Aider's npm-test.sh does. The packages are not installed here: jest must be on PATH.
-    "javascript": {"command": ["jest", "--ci"], "requires": ["jest"]},
+    # Aider's npm-test.sh does. jest and the babel preset come from the packages `hitrate suite
+    # prepare javascript` installs once, linked in as node_modules.
+    "javascript": {"command": ["node", "node_modules/jest/bin/jest.js", "--ci"], "requires": ["node"],
+                   "linked_packages": {"node_modules": "javascript"}},
     # The tracks' gradle wrapper downloads gradle; offline, an installed gradle runs the tests.
     "java": {"command": ["gradle", "test", "--offline", "--quiet"], "requires": ["gradle"]},
 }

@@ -214,4 +214,29 @@ def register(app: typer.Typer) -> None:
             # Nothing proved (every task unavailable, or none selected) is no proof either.
             raise typer.Exit(1)
 
+    @suite_app.command("prepare")
+    def prepare(
+        name: Annotated[str, typer.Argument(help="What to install: javascript (jest and Exercism's babel preset, from npm).")],
+    ) -> None:
+        """Install once, from its registry, what a benchmark track's tests need beyond its toolchain;
+        grading links it in read-only and never downloads anything itself."""
+        import subprocess
+
+        from hitrate.evals.build_caches import NPM_PACKAGES, prepare as install
+
+        console = _console()
+        if name not in NPM_PACKAGES:
+            console.print(f"[red]error:[/red] nothing to prepare called {name!r}; known: {', '.join(sorted(NPM_PACKAGES))}", highlight=False)
+            raise typer.Exit(2)
+        console.print(f"npm install {' '.join(NPM_PACKAGES[name])}", highlight=False, markup=False)
+        try:
+            folder = install(name)
+        except subprocess.CalledProcessError as exc:
+            console.print(f"error: npm install failed: {(exc.stderr or exc.stdout or '').strip()[-2000:]}", highlight=False, markup=False)
+            raise typer.Exit(1) from exc
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            console.print(f"error: {exc}", highlight=False, markup=False)
+            raise typer.Exit(1) from exc
+        console.print(f"installed in {folder}", highlight=False, markup=False)
+
     app.add_typer(suite_app, name="suite")

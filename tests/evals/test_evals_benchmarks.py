@@ -459,6 +459,33 @@ def test_a_cpp_exercise_that_needs_boost_is_unavailable_without_its_headers(tmp_
     assert real_missing_headers(["boost/date_time.hpp", "boost/no_such_part.hpp"]) == ["boost/no_such_part.hpp"]
 
 
+def test_javascript_exercises_need_their_test_packages_prepared_once(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from hitrate.evals import build_caches
+
+    prepared = build_caches.prepared("javascript")
+    monkeypatch.setenv("HITRATE_BUILD_CACHE", str(tmp_path / "nothing-prepared"))
+    suite = _real_polyglot()
+    assert suite.unavailable["javascript-space-age"].startswith("the javascript track's test packages are not installed here (jest@^29.7.0")
+    assert suite.unavailable["javascript-space-age"].endswith("run `hitrate suite prepare javascript` once")
+    unknown = CliRunner().invoke(_cli(), ["suite", "prepare", "cobol"])
+    assert unknown.exit_code == 2 and "nothing to prepare called 'cobol'; known: javascript" in unknown.output
+    if prepared is None or shutil.which("node") is None:
+        pytest.skip("jest not prepared here (hitrate suite prepare javascript) or no node")
+    monkeypatch.setenv("HITRATE_BUILD_CACHE", str(prepared.parent.parent))
+    task = _real_polyglot().task("javascript-space-age")
+    [check] = check_tasks([task], workers=1)
+    assert check.problems == [], check.with_solution.output
+    assert "Tests:" in check.with_solution.output and " passed" in check.with_solution.output
+    # The shared packages are linked in, not copied; the agent's own node_modules does not count.
+    agent = tmp_path / "agent"
+    shutil.copytree(task.workspace_dir, agent)
+    (agent / "node_modules" / "jest" / "bin").mkdir(parents=True)
+    (agent / "node_modules" / "jest" / "bin" / "jest.js").write_text("process.exit(0)\n")
+    assert not grade(task, agent).resolved
+
+
 def test_java_reference_helper_classes_are_copied_beside_the_solution():
     from itertools import permutations
 
