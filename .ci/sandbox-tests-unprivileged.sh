@@ -20,4 +20,5 @@ runuser -u "$user" -- env -i HOME="$home" USER="$user" LANG=C.UTF-8 PATH=/usr/lo
   PYTHONDONTWRITEBYTECODE=1 .venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/security/test_root_escape.py tests/security/test_shell_confinement.py \
   tests/security/test_credential_paths.py tests/security/test_planted_programs.py \
-  tests/security/test_grading_attacks.py tests/tools/test_tools_shell.py "$@"
+  tests/security/test_grading_attacks.py tests/security/test_grading_verdict.py \
+  tests/security/test_sandbox_limits.py tests/tools/test_tools_shell.py "$@"

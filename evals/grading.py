@@ -30,7 +30,7 @@ from hitrate.evals.junit import JunitKey, TestOutcome, display_id, junit_key, ma
 from hitrate.evals.reward_hacking import suspicious_changes
 from hitrate.evals.task import Task
 from hitrate.evals.verdict_channel import ChannelVerdict, VerdictChannel, read_verdict
-from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv
+from hitrate.tools.confine import ConfinementPolicy, allowed_env, detect, sandboxed_argv, tree_limits
 from hitrate.tools.shell import run_command
 
 OUTPUT_TAIL_CHARS = 8000
@@ -178,7 +178,9 @@ def _grade_in(task: Task, source: Path, overlay: Path | None, timeout_s: float |
     argv = sandboxed_argv(argv, sandbox, workspace=root, policy=policy, env=env, cwd=work_dir)
     started = time.monotonic()
     try:
-        exit_code, timed_out, output, launch_error = _run(argv, work_dir, limit, env, pass_fds=(channel.write_fd,))
+        with tree_limits(sandbox, policy) as tree:  # processes and memory of the whole test run
+            exit_code, timed_out, output, launch_error = _run([*tree.prefix, *argv], work_dir, limit, env,
+                                                              pass_fds=(channel.write_fd,))  # fmt: skip
     finally:
         stream = channel.collect()
     duration = time.monotonic() - started

@@ -27,6 +27,7 @@ command in whichever `detect()` found.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
@@ -39,7 +40,8 @@ from typing import Mapping, Sequence
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
-from hitrate.tools import seatbelt
+from hitrate.tools import sandbox_cgroup, seatbelt
+from hitrate.tools.sandbox_cgroup import TreeLimits
 from hitrate.tools.trusted_programs import minimal_env, trusted_program
 
 # The only variables a confined command inherits: what tools need to find programs, print text in
@@ -167,6 +169,13 @@ class ConfinementPolicy(BaseModel):
     max_file_bytes: int | None = Field(
         default=4 * 1024**3, ge=1024, description="Largest file a process may write (RLIMIT_FSIZE)."
     )
+    max_tree_processes: int | None = Field(
+        default=1024, ge=8, description="Processes and threads of the whole command together (cgroup pids.max, where available)."
+    )
+    max_tree_memory_bytes: int | None = Field(
+        default=8 * 1024**3, ge=16 * 1024**2,
+        description="Memory of the whole command together, its /tmp included (cgroup memory.max, where available).",
+    )
     tmpfs_bytes: int | None = Field(
         default=1024**3, ge=1024**2, description="Size of the private /tmp and of /dev/shm, each (bubblewrap 0.8+)."
     )
@@ -289,6 +298,14 @@ def sandboxed_argv(
     if found.kind == "seatbelt" and found.program:
         return seatbelt_argv(argv, workspace=workspace, policy=policy, env=env, program=found.program)
     return list(argv)
+
+
+def tree_limits(found: Availability, policy: ConfinementPolicy) -> contextlib.AbstractContextManager[TreeLimits]:
+    """A cgroup for one command's whole process tree while the block runs (`sandbox_cgroup`); on
+    macOS or where no cgroup can be written, none (`TreeLimits.detail` says why)."""
+    if found.kind != "bubblewrap":
+        return contextlib.nullcontext(TreeLimits(detail=f"no cgroups with {found.kind}"))
+    return sandbox_cgroup.enter(policy.max_tree_processes, policy.max_tree_memory_bytes)
 
 
 def seatbelt_argv(

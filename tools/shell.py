@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 from pydantic import Field
 
 from hitrate.tools.base import Tool, ToolArgs, ToolContext, ToolError, ToolResult, refused
-from hitrate.tools.confine import allowed_env, detect, sandboxed_argv
+from hitrate.tools.confine import allowed_env, detect, sandboxed_argv, tree_limits
 from hitrate.tools.container_shell import ContainerShell, ran_out
 
 POLL_S = 0.05
@@ -267,16 +267,18 @@ class ShellTool(Tool[ShellArgs]):
         argv = [bash, "-c", args.command]
         argv = sandboxed_argv(argv, sandbox, workspace=ctx.sandbox.root, policy=ctx.confinement, env=env)
         timeout = min(float(args.timeout_s), ctx.limits.shell_max_timeout_s)
-        outcome = run_command(
-            argv,
-            cwd=str(ctx.sandbox.root),
-            env=env,
-            timeout_s=timeout,
-            max_output_bytes=ctx.limits.output_max_chars,
-            kill_grace_s=ctx.limits.shell_kill_grace_s,
-            cancel=ctx.cancel,
-        )
-        return self._result(outcome, timeout, {"withheld_env": withheld, "confined": sandbox.confined, "sandbox": sandbox.kind})
+        with tree_limits(sandbox, ctx.confinement) as tree:
+            outcome = run_command(
+                [*tree.prefix, *argv],
+                cwd=str(ctx.sandbox.root),
+                env=env,
+                timeout_s=timeout,
+                max_output_bytes=ctx.limits.output_max_chars,
+                kill_grace_s=ctx.limits.shell_kill_grace_s,
+                cancel=ctx.cancel,
+            )
+        metadata = {"withheld_env": withheld, "confined": sandbox.confined, "sandbox": sandbox.kind, "tree_limits": tree.kind}
+        return self._result(outcome, timeout, metadata)
 
     def _run_in_container(self, args: ShellArgs, ctx: ToolContext, container: ContainerShell) -> ToolResult:
         # The container is the confinement: the command sees the task image, the mounted
