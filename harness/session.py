@@ -178,13 +178,17 @@ class Session(
         recorded = StoredHead.model_validate_json(stored.stored.head_json) if stored.stored.head_json else None
         changes: list[str] = []
         if inputs is None and recorded is not None:
-            current = session_inputs(Path(workspace).resolve())
+            protocol = config.tool_protocol or route.spec.quirks.tool_protocol
+            current = session_inputs(Path(workspace).resolve(), protocol=protocol)
             changes = head_changes(recorded, head_of_inputs(current), [d.path for d in current.docs])  # type: ignore[union-attr]
             inputs = current if refresh_head else frozen_inputs(recorded, current.tools)
         session = cls.__new__(cls)
         session._setup(route, workspace, ledger, inputs, config, sink, context, price_table, sleep, approve, clock)
         session._start(record.id, stored.stored.transcript, TranscriptLog(ledger, record.id, stored.stored.next_seq))
         session._logged_head = recorded
+        if config.tool_protocol is None and recorded is not None and not recorded.tools and not refresh_head:
+            # A head without tools is a text-protocol session's: it goes on in the text protocol.
+            session.tool_protocol = "text"
         if changes and not refresh_head:
             session.head_notice = frozen_notice(changes)
         elif changes:

@@ -141,3 +141,18 @@ def test_the_session_takes_the_models_protocol_unless_the_config_names_one(works
     assert session.tool_protocol == "text" and session.inputs.tool_specs == []
     native = Session(route, workspace, ledger=ledger, config=SessionConfig(tool_protocol="native"))
     assert native.tool_protocol == "native" and native.inputs.tool_specs
+
+
+def test_a_resumed_text_protocol_session_goes_on_in_the_text_protocol(workspace, ledger):
+    first = scripted_route([{"text": block("ls")}, {"text": block(FINISH_COMMAND)}])
+    session = make_session(first, workspace, ledger, EventList())
+    Agent(session).run("List")
+    again = scripted_route([{"text": block("cat calc.py")}, {"text": block(FINISH_COMMAND)}])
+    resumed = Session.resume(ledger, session.id, again, workspace, sleep=lambda s: None)  # no protocol named
+    assert resumed.tool_protocol == "text"
+    result = Agent(resumed).run("Show calc.py")
+    assert result.detail == "the model submitted its work"
+    assert not again.backend.prompts[0].tools
+    # Every request of the resumed session extends the last one of the first run.
+    before = [s.hash for s in first.backend.prompts[-1].sections if s.kind != "tail"]
+    assert [s.hash for s in again.backend.prompts[0].sections][: len(before)] == before
