@@ -17,6 +17,7 @@ from pathlib import Path
 from hitrate.evals.build_caches import prepared as prepared_packages
 from hitrate.evals.build_caches import seed as seed_cache
 from hitrate.evals.container_cli import ContainerError
+from hitrate.evals.crates import cargo_config
 from hitrate.evals.grading import OUTPUT_CAPTURE_BYTES, OUTPUT_TAIL_CHARS, GradeResult, clean_test_output
 from hitrate.evals.junit import TestOutcome, match_outcomes, parse_junit
 from hitrate.evals.task import Task
@@ -116,6 +117,10 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
             elif link.exists():
                 shutil.rmtree(link)  # the agent's own install does not count
             link.symlink_to(packages, target_is_directory=True)
+    if (config := cargo_config({**grader.crates, **grader.oracle_crates})) is not None:
+        # Beside the grading folder, not in it: cargo reads its parents' .cargo/ too.
+        (root / ".cargo").mkdir(exist_ok=True)
+        (root / ".cargo" / "config.toml").write_text(config, encoding="utf-8")
     env = _base_env(work_dir, grader.env)
     for variable, cache in grader.seeded_caches.items():
         if variable in env:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hitrate.evals import build_caches
+from hitrate.evals import build_caches, crates
 from hitrate.evals.container_cli import ContainerCli, ContainerError
 from hitrate.evals.task_graders import CommandGrader, Grader, HarborGrader, SwebenchGrader
 
@@ -65,19 +65,6 @@ def in_official_image(grader: SwebenchGrader) -> bool:
     return bool(grader.image and grader.eval_script) and container_runtime()[0] is not None and official_harness()
 
 
-def cargo_home() -> Path:
-    return Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
-
-
-def offline_crates(names: list[str]) -> list[str]:
-    """Those of the crates cargo cannot get offline: no download of theirs in cargo's registry
-    cache (`$CARGO_HOME/registry/cache/<registry>/<name>-<version>.crate`). Which version the
-    manifest asks for is left to cargo, which says so when the cached one does not fit."""
-    cache = cargo_home() / "registry" / "cache"
-    cached = {c.name.rsplit("-", 1)[0] for c in cache.glob("*/*.crate")} if cache.is_dir() else set()
-    return [name for name in names if name not in cached]
-
-
 def missing_headers(headers: list[str]) -> list[str]:
     """Those of the headers in none of the compiler's usual include folders (and $CPATH's)."""
     folders = [Path(p) for p in os.environ.get("CPATH", "").split(os.pathsep) + os.environ.get("CPLUS_INCLUDE_PATH", "").split(os.pathsep) if p]
@@ -99,8 +86,8 @@ def unmet(grader: Grader | None) -> str | None:
                         f"({', '.join(build_caches.NPM_PACKAGES[name])}): run `hitrate suite prepare {name}` once")  # fmt: skip
         if headers := missing_headers(grader.headers):
             return f"its build needs headers not installed here: {', '.join(headers)}"
-        crates = offline_crates(grader.crates)
-        return f"its Cargo.toml needs crates not available offline here: {', '.join(crates)}" if crates else None
+        missing = crates.unavailable(grader.crates)
+        return f"its Cargo.toml needs crates not available offline here: {', '.join(missing)}" if missing else None
     if isinstance(grader, SwebenchGrader):
         if grader.local_blocker is None or in_official_image(grader):
             return None
@@ -121,8 +108,8 @@ def unmet(grader: Grader | None) -> str | None:
 def oracle_unmet(grader: Grader | None) -> str | None:
     """Why the task's reference solution cannot run here although the task can (the oracle then
     cannot prove it); None when it can."""
-    if isinstance(grader, CommandGrader) and (crates := offline_crates(grader.oracle_crates)):
-        return f"the reference solution needs crates not available offline here: {', '.join(crates)}"
+    if isinstance(grader, CommandGrader) and (missing := crates.unavailable({**grader.crates, **grader.oracle_crates})):
+        return f"the reference solution needs crates not available offline here: {', '.join(missing)}"
     return None
 
 

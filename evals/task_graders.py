@@ -45,9 +45,10 @@ class CommandGrader(BaseModel):
     grading_folder: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] = "work"
     """The name of the folder the command runs in: Exercism's C++ CMakeLists.txt names the build
     and its source files after it, so an exercise is graded in a folder named after itself."""
-    crates: list[str] = []
-    """Rust crates the exercise's own Cargo.toml needs: without them offline, it cannot run here."""
-    oracle_crates: list[str] = []
+    crates: dict[str, str] = {}
+    """Rust crates the exercise's own Cargo.toml needs (name -> version requirement): without them
+    offline (`evals.crates`), it cannot run here."""
+    oracle_crates: dict[str, str] = {}
     """Rust crates only the reference solution needs (`.meta/Cargo-example.toml`): without them
     offline the task still runs, but the oracle cannot prove it here."""
 

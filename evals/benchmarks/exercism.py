@@ -188,7 +188,7 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
             copy_file(path, task_dir / "workspace" / rel)
     for example, target in targets.items():
         copy_file(exercise / example, task_dir / "solution" / target)
-    needs: dict[str, list[str]] = {}  # what the build needs beyond the toolchain
+    needs: dict[str, Any] = {}  # what the build needs beyond the toolchain
     if track == "cpp":
         needs = {"headers": _boost_headers(exercise / "CMakeLists.txt")}
     if track == "rust":
@@ -251,10 +251,17 @@ def _dependencies(manifest: Path) -> dict[str, Any]:
     return dict(table)
 
 
-def _rust_manifests(exercise: Path, task_dir: Path) -> dict[str, list[str]]:
-    """The crates the exercise's Cargo.toml needs, and those only its reference needs: the
-    reference's dependencies live in `.meta/Cargo-example.toml`, and go into the solution's
-    Cargo.toml (the exercise's own, with those dependencies added) for the oracle's run."""
+def _requirement(spec: Any) -> str:
+    """A dependency's version requirement: `"1.0"`, or a table's `version` (`{ version = "0.8",
+    features = [...] }`)."""
+    return str(spec.get("version", "*")) if isinstance(spec, dict) else str(spec)
+
+
+def _rust_manifests(exercise: Path, task_dir: Path) -> dict[str, dict[str, str]]:
+    """The crates the exercise's Cargo.toml needs, and those only its reference needs, with their
+    version requirements: the reference's dependencies live in `.meta/Cargo-example.toml`, and
+    go into the solution's Cargo.toml (the exercise's own, with those dependencies added) for the
+    oracle's run."""
     own = exercise / "Cargo.toml"
     needed = _dependencies(own) if own.is_file() else {}
     example = exercise / ".meta" / "Cargo-example.toml"
@@ -265,7 +272,8 @@ def _rust_manifests(exercise: Path, task_dir: Path) -> dict[str, list[str]]:
         for name, spec in _dependencies(example).items():
             table[name] = spec
         (task_dir / "solution" / "Cargo.toml").write_text(tomlkit.dumps(manifest), encoding="utf-8")
-    return {"crates": sorted(needed), "oracle_crates": sorted(extra)}
+    return {"crates": {n: _requirement(s) for n, s in sorted(needed.items())},
+            "oracle_crates": {n: _requirement(s) for n, s in sorted(extra.items())}}  # fmt: skip
 
 
 def _task_id(track: str, slug: str) -> str:

@@ -414,28 +414,49 @@ def test_python_exercise_fails_at_the_start_as_a_whole_not_test_by_test(tmp_path
 
 
 def test_rust_reference_dependencies_go_into_the_solutions_manifest(tmp_path, monkeypatch):
+    from hitrate.evals import crates
+
     monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
+    monkeypatch.setattr(crates, "DEBIAN_REGISTRY", tmp_path / "debian-registry")
     suite = _real_polyglot()
     task = suite.task("rust-robot-name")
     grader = task.spec.grader
-    assert (grader.crates, grader.oracle_crates) == ([], ["rand"])
+    assert (grader.crates, grader.oracle_crates) == ({}, {"rand": "0.3.12"})
     manifest = (task.solution_dir / "Cargo.toml").read_text()
     assert 'rand = "0.3.12"' in manifest and 'name = "robot-name"' in manifest and "new_without_default" in manifest
     assert "rand" not in (task.workspace_dir / "Cargo.toml").read_text()
     # Offline without the crate, the oracle cannot prove the task: not runnable here, not broken.
-    assert requirements.oracle_unmet(grader) == "the reference solution needs crates not available offline here: rand"
+    assert requirements.oracle_unmet(grader) == "the reference solution needs crates not available offline here: rand 0.3.12"
     if shutil.which("cargo"):
         [check] = check_tasks([task], workers=1)
         assert check.verdict == "not runnable here" and check.problems == [] and not check.ok
         assert check.not_runnable == requirements.oracle_unmet(grader)
-    # Once cargo has the crate in its registry cache, it can.
+    # Debian's packaged rand is 0.8: no fit for "0.3.12" (Cargo's caret rule), so still not.
+    (tmp_path / "debian-registry" / "rand-0.8.5").mkdir(parents=True)
+    assert requirements.oracle_unmet(grader) is not None
+    # Once cargo has a fitting version in its registry cache, it can.
     cached = tmp_path / "cargo-home" / "registry" / "cache" / "index.crates.io-6f17d22bba15001f"
     cached.mkdir(parents=True)
     (cached / "rand-0.3.23.crate").write_bytes(b"")
-    assert requirements.oracle_unmet(grader) is None
-    # A crate the exercise's own manifest needs keeps the whole task from running.
-    needs_time = grader.model_copy(update={"crates": ["time", "rand"]})
-    assert requirements.unmet(needs_time) == "its Cargo.toml needs crates not available offline here: time"
+    assert requirements.oracle_unmet(grader) is None and crates.cargo_config({"rand": "0.3.12"}) is None
+    # A crate the exercise's own manifest needs keeps the whole task from running...
+    needs_time = grader.model_copy(update={"crates": {"time": "0.3", "rand": "0.8"}})
+    assert requirements.unmet(needs_time) == "its Cargo.toml needs crates not available offline here: time 0.3"
+    # ...until Debian's packaged crates have them all; grading then points cargo at them.
+    (tmp_path / "debian-registry" / "time-0.3.9").mkdir()
+    assert requirements.unmet(needs_time) is None
+    assert f'directory = "{tmp_path / "debian-registry"}"' in crates.cargo_config(needs_time.crates)
+
+
+def test_cargo_version_requirements_follow_the_caret_rule():
+    from hitrate.evals.crates import fits
+
+    assert fits("0.5", "0.5.9") and not fits("0.5", "0.10.3") and not fits("0.5", "0.4.9")
+    assert fits("1.0", "1.0.69") and fits("1", "1.7.0") and not fits("1.0", "2.0.0")
+    assert fits("0.2.16", "0.2.17") and not fits("0.2.16", "0.2.15") and fits("0.4.4", "0.4.4")
+    assert fits("~3.37.1", "3.37.4") and not fits("~3.37.1", "3.38.0") and fits("=1.2.3", "1.2.3") and not fits("=1.2.3", "1.2.4")
+    assert fits(">=1.2, <2", "1.9.0") and not fits(">=1.2, <2", "2.0.0") and fits("*", "0.0.1")
+    assert fits("0.0.3", "0.0.3") and not fits("0.0.3", "0.0.4")
 
 
 def test_a_cpp_exercise_that_needs_boost_is_unavailable_without_its_headers(tmp_path, monkeypatch):
