@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hitrate.engine.wire import sse as wire_sse
 from hitrate.engine.api import GenerationChunk, GenerationRequest, GenerationResult, SamplingParams
 from hitrate.engine.chat import ChatFormat, ChatMessage
+from hitrate.engine.wire.openai import Message, chat_messages
 from hitrate.engine.sampling_defaults import SamplingDefaults
 from hitrate.engine.serving import MinP, RequestError, Seed, StopList, StopText, TopK, top_k_value, validation_message
 
@@ -147,15 +148,10 @@ def _event(payload: dict[str, Any]) -> str:
 # --------------------------------------------------------------------- tokenize / detokenize
 
 
-class TokenizeMessage(_Lenient):
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | None = None
-
-
 class TokenizeRequest(_Lenient):
     model: str | None = None
     prompt: str | None = None
-    messages: list[TokenizeMessage] | None = None
+    messages: list[Message] | None = None  # the chat wire's: tool calls and results count too
     add_special_tokens: bool = True
     add_generation_prompt: bool = True
     return_token_strs: bool = False
@@ -181,7 +177,7 @@ def tokenize(payload: Any, tokenizer, chat: ChatFormat, max_model_len: int) -> t
         _ensure_text_can_fit(body.prompt, chat, max_model_len)
         ids = tokenizer(body.prompt, add_special_tokens=body.add_special_tokens)["input_ids"] if body.prompt else []
     else:
-        messages = [ChatMessage(role=m.role, content=m.content or "") for m in body.messages]
+        messages = chat_messages(body.messages)
         chat.ensure_can_fit(messages, body.tools, max_model_len)
         ids = chat.encode(messages, body.tools or [], add_generation_prompt=body.add_generation_prompt)
     strs = tokenizer.convert_ids_to_tokens(ids) if body.return_token_strs else None

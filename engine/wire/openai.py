@@ -115,6 +115,32 @@ def _arguments(raw: str, where: str) -> dict[str, Any]:
     return value
 
 
+def chat_messages(body_messages: list[Message]) -> list[ChatMessage]:
+    """The wire's messages in the engine's form, assistant tool calls and tool results included
+    (shared with `/tokenize`, whose count must equal the chat endpoint's `prompt_tokens`)."""
+    messages: list[ChatMessage] = []
+    tool_names_by_call: dict[str, str] = {}
+    for i, m in enumerate(body_messages):
+        where = f"messages[{i}]"
+        if m.role in ("system", "developer"):
+            messages.append(ChatMessage(role="system", content=_text(m.content, where)))
+        elif m.role == "user":
+            messages.append(ChatMessage(role="user", content=_text(m.content, where)))
+        elif m.role == "assistant":
+            calls = tuple(
+                ToolCall(name=c.function.name, arguments=_arguments(c.function.arguments, where), id=c.id)
+                for c in m.tool_calls or []
+            )
+            tool_names_by_call.update({c.id: c.name for c in calls if c.id})
+            messages.append(ChatMessage(role="assistant", content=_text(m.content, where), tool_calls=calls))
+        else:
+            if not m.tool_call_id:
+                raise RequestError(f"{where}: a tool message needs tool_call_id", param="messages")
+            messages.append(ChatMessage(role="tool", content=_text(m.content, where), tool_call_id=m.tool_call_id,
+                                        name=m.name or tool_names_by_call.get(m.tool_call_id)))
+    return messages
+
+
 def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
     """Validate what this server cannot honour and convert to the wire-neutral request."""
     if body.n not in (None, 1):
@@ -141,26 +167,7 @@ def to_chat_request(body: ChatCompletionRequest, *, salt: str) -> ChatRequest:
                                param="tool_choice")
         forced = forced_call(choice, tools)
 
-    messages: list[ChatMessage] = []
-    tool_names_by_call: dict[str, str] = {}
-    for i, m in enumerate(body.messages):
-        where = f"messages[{i}]"
-        if m.role in ("system", "developer"):
-            messages.append(ChatMessage(role="system", content=_text(m.content, where)))
-        elif m.role == "user":
-            messages.append(ChatMessage(role="user", content=_text(m.content, where)))
-        elif m.role == "assistant":
-            calls = tuple(
-                ToolCall(name=c.function.name, arguments=_arguments(c.function.arguments, where), id=c.id)
-                for c in m.tool_calls or []
-            )
-            tool_names_by_call.update({c.id: c.name for c in calls if c.id})
-            messages.append(ChatMessage(role="assistant", content=_text(m.content, where), tool_calls=calls))
-        else:
-            if not m.tool_call_id:
-                raise RequestError(f"{where}: a tool message needs tool_call_id", param="messages")
-            messages.append(ChatMessage(role="tool", content=_text(m.content, where), tool_call_id=m.tool_call_id,
-                                        name=m.name or tool_names_by_call.get(m.tool_call_id)))
+    messages = chat_messages(body.messages)
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     return ChatRequest(
         messages=messages,

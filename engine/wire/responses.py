@@ -204,8 +204,9 @@ def parse_request(payload: Any, *, salt_header: str | None) -> tuple[ResponsesRe
             raise RequestError("tool_choice forces a tool call, but no tools are offered", param="tool_choice")
         if name is not None and name not in [t["function"]["name"] for t in tools]:
             raise RequestError(f"tool_choice names {name!r}, which is not among the tools offered", param="tool_choice")
-        if grammar is not None:
-            raise RequestError("tool_choice that forces a call cannot be combined with text.format", param="tool_choice")
+        # As OpenAI does (instructor's RESPONSES_TOOLS mode sends both): a forced call writes no
+        # text, so text.format has nothing to shape; the call follows its tool's schema.
+        grammar = None
         forced = ForcedToolCall(name)
     elif choice not in (None, "auto", "none"):
         raise RequestError("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name': ...}",
