@@ -32,8 +32,10 @@ _OPTIONS = {
     "copy-budget": ("batch_pack_bytes", lambda v: int(v) * 2**20),
     "no-tune": ("tune", lambda v: v.lower() in ("0", "false", "no")),  # `no-tune` alone: True -> tune=False
     "max-batch": ("max_batch", int),
+    "pool-tokens": ("pool_tokens", int),
+    "dtype": ("dtype", str),  # e.g. float32 for a .gguf dequantized on load (default: gguf, as shipped)
 }
-_LEAST = {"threads": 1, "copy-budget": 0, "max-batch": 1}
+_LEAST = {"threads": 1, "copy-budget": 0, "max-batch": 1, "pool-tokens": 1}
 
 
 def split_options(ref: str) -> tuple[str, dict]:
@@ -101,13 +103,11 @@ class LocalEngineServer:
         try:
             self.engine = TransformersEngine.from_pretrained(
                 str(folder) if is_path else ref,
-                dtype=self._dtype,
                 device=self._device,
-                pool_tokens=self._pool_tokens,
                 model_name=self.model_ref,
                 local_files_only=is_path,
                 progress=LoadProgress(sys.stderr),
-                **options,
+                **{"dtype": self._dtype, "pool_tokens": self._pool_tokens, **options},
             )
         except EngineError as exc:
             hint = "" if is_path else " (a hub id needs network access on first use, or the weights in the local cache)"

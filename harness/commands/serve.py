@@ -14,6 +14,8 @@ DTYPE_HELP = (
     "Weights and K/V cache: float32 (the default on CPU; exact), bfloat16 (the default on GPUs; on a CPU with "
     "AMX or AVX-512-BF16 about 1.4-1.6x float32's decode speed; logits move from float32's by 1.5-3% of "
     "their range, and the top token differs at 3-7% of positions), float16 (GPUs; slow on most CPUs). "
+    "A .gguf file: gguf (the default on CPU) keeps its quantized matrices as shipped, multiplied in their "
+    "blocks (float32 activations and K/V); float32 or bfloat16 dequantizes them on load. "
     "`hitrate engine verify --dtype` prints the difference on a model."
 )
 
@@ -57,11 +59,14 @@ def verify_command(
     threads: Optional[int] = typer.Option(None, min=1, help=THREADS_HELP),
     no_tune: bool = typer.Option(False, "--no-tune", help=NO_TUNE_HELP),
     copy_budget: Optional[int] = typer.Option(None, min=0, help=COPY_BUDGET_HELP),
+    pool_tokens: int = typer.Option(1 << 14, min=1, help="Prefix-cache capacity in tokens."),
+    max_batch: int = typer.Option(8, min=1, help="Requests decoded together; the decode steps are tuned up to it."),
 ) -> None:
     """Measure the prefix cache on MODEL: for a prompt and a variant edited in the middle, the
     cached-vs-recompute logit difference, K/V groups, the QK products the cache saved, and K/V bytes
     per token (accounted vs theoretical); with a --dtype other than float32, also the logit
-    difference from float32 on the prompt."""
+    difference from float32 on the prompt (for a .gguf kept quantized as shipped, against its
+    weights dequantized to float32)."""
     require_extra("local", "hitrate engine verify")
     import json
     import sys
@@ -69,16 +74,18 @@ def verify_command(
     import torch
 
     from hitrate.engine.api import EngineError
+    from hitrate.engine.gguf_load.model import quantized
     from hitrate.engine.load_progress import LoadProgress
     from hitrate.engine.runner import TransformersEngine
     from hitrate.engine.verify import DEFAULT_PROMPT, verify
 
     try:
-        engine = TransformersEngine.from_pretrained(model, device=device, dtype=dtype, pool_tokens=1 << 14,
-                                                    local_files_only=local_files_only, progress=LoadProgress(sys.stderr),
+        engine = TransformersEngine.from_pretrained(model, device=device, dtype=dtype, pool_tokens=pool_tokens,
+                                                    max_batch=max_batch, local_files_only=local_files_only,
+                                                    progress=LoadProgress(sys.stderr),
                                                     **engine_options(threads, no_tune, copy_budget))
         reference = None
-        if engine.layout.shape.dtype != torch.float32:  # what this dtype costs, against float32
+        if engine.layout.shape.dtype != torch.float32 or quantized(engine.model):  # against float32 weights
             # Only its plain forward is used: no packed copies, fast step or batch rows to prepare.
             reference = TransformersEngine.from_pretrained(model, device=device, dtype="float32", pool_tokens=1 << 10,
                                                            local_files_only=local_files_only, max_batch=1,

@@ -103,3 +103,25 @@ def test_verify_in_bfloat16_reports_the_difference_from_float32(tiny_llama_path)
     assert "bfloat16 vs float32 on the prompt: max |logit diff|" in text
     plain = verify(TransformersEngine.from_pretrained(tiny_llama_path, pool_tokens=4096))
     assert plain.float32_max_logit_diff is None and "vs float32" not in "\n".join(plain.lines())
+
+
+def test_verify_on_a_gguf_kept_quantized_compares_with_its_dequantized_weights(tiny_model_factory, tmp_path):
+    from gguf_files import write_quantized_gguf
+
+    folder = tiny_model_factory("qwen2", hidden=256, heads=4, kv_heads=2, intermediate=512)
+    path = write_quantized_gguf(folder, tmp_path / "tiny-qwen2-q.gguf")
+    hitrate = str(Path(sys.executable).with_name("hitrate"))
+    out = subprocess.run([hitrate, "engine", "verify", str(path), "--json", "--pool-tokens", "512", "--max-batch", "2",
+                          "--no-tune"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["weights"] == "gguf" and report["dtype"] == "float32"
+    assert report["max_logit_diff"] <= 1e-4  # cached vs recompute, on the quantized path
+    # the same weights dequantized: only the summation order differs
+    assert 0 <= report["float32_max_logit_diff"] <= 1e-4 * report["float32_logit_span"]
+    assert report["float32_top_token_agreement"] == 1.0
+    assert 0 < report["weight_bytes"] < path.stat().st_size
+    text = subprocess.run([hitrate, "engine", "verify", str(path), "--pool-tokens", "512", "--max-batch", "2",
+                           "--no-tune"], capture_output=True, text=True, timeout=300).stdout
+    assert "quantized as shipped (gguf)" in text
+    assert "quantized kernels vs the same weights dequantized to float32 on the prompt: max |logit diff|" in text
