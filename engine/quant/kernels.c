@@ -428,3 +428,256 @@ int hitrate_quant_dequantize(int qtype, const uint8_t *w, size_t row_bytes, cons
   }
   return 0;
 }
+
+/* ---- 8-bit activations (llama.cpp's way), AVX2 with AVX512-VNNI where there is: each activation
+   row is quantized to int8 blocks (one float scale per 256 values for the K types, as ggml's
+   Q8_K, or per 32 for Q4_0/Q5_0/Q8_0, as Q8_0), and the weights' integer values meet them in
+   integer multiply-adds (vpmaddubsw: unsigned weight bytes times signed activation bytes, pairs
+   summed to int16; vpdpwssd: times the block's integer scales, summed to int32), one float
+   multiply per block. Each activation moves by at most half its block's step (max |x| / 254), so
+   the product differs from the float32 one by at most sum |w_i| * step_i / 2, the error ggml's
+   CPU kernels have. ---- */
+#if defined(__AVX2__) && defined(__FMA__)
+#define INT8_PATH 1
+#ifndef INLINE
+#include <immintrin.h>
+#define INLINE static inline __attribute__((always_inline))
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define DPWSSD(acc, a, b) _mm256_dpwssd_epi32(acc, a, b)
+#else
+#define DPWSSD(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
+#endif
+
+/* One activation row quantized: q [in] int8, d [in / B] float steps, s16 [in / 16] int16 sums. */
+static void quantize_row(const float *x, int in, int B, int8_t *q, float *d, int16_t *s16) {
+  for (int b = 0; b < in / B; b++) {
+    const float *xb = x + (size_t)b * B;
+    __m256 amax = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    for (int i = 0; i < B; i += 8) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)));
+    float m = 0.0f;
+    for (int k = 0; k < 8; k++) m = amax[k] > m ? amax[k] : m;
+    float step = m / 127.0f, inv = step > 0.0f ? 1.0f / step : 0.0f;
+    d[b] = step;
+    __m256 vinv = _mm256_set1_ps(inv);
+    for (int i = 0; i < B; i += 16) {
+      __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i), vinv)); /* nearest, ties even */
+      __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8), vinv));
+      __m256i w = _mm256_packs_epi32(a, c);                   /* 16 int16, lanes interleaved by 128 */
+      w = _mm256_permute4x64_epi64(w, 0xD8);                  /* in order */
+      __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+      _mm_storeu_si128((__m128i *)(q + (size_t)b * B + i), bytes);
+      int sum = 0;
+      for (int k = 0; k < 16; k++) sum += q[(size_t)b * B + i + k];
+      s16[((size_t)b * B + i) / 16] = (int16_t)sum;
+    }
+  }
+}
+
+INLINE float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* The activation side of one block for M rows: row k's int8 values at q + k * in, its step at
+   d[k * dn], its sums by 16 at s[k * sn]. */
+typedef struct {
+  const int8_t *q;
+  const float *d;
+  const int16_t *s;
+  size_t in, dn, sn;
+} acts;
+
+INLINE void q4_k_q8(const uint8_t *b, acts a, __m256 *accf, float *off, int m) {
+  float d = half(b), dmin = half(b + 2);
+  int sc[8], mn[8];
+  for (int j = 0; j < 8; j++) scale_min_k4(j, b + 4, &sc[j], &mn[j]);
+  const uint8_t *qs = b + 16;
+  __m256i low = _mm256_set1_epi8(0xF), acc[8];
+  for (int k = 0; k < m; k++) acc[k] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; c++) {
+    __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    __m256i lo = _mm256_and_si256(q, low), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+    __m256i s_lo = _mm256_set1_epi16((short)sc[2 * c]), s_hi = _mm256_set1_epi16((short)sc[2 * c + 1]);
+    for (int k = 0; k < m; k++) {
+      const int8_t *x = a.q + k * a.in + 64 * c;
+      acc[k] = DPWSSD(acc[k], _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)), s_lo);
+      acc[k] = DPWSSD(acc[k], _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))), s_hi);
+    }
+  }
+  for (int k = 0; k < m; k++) {
+    float dx = a.d[k * a.dn];
+    const int16_t *s = a.s + k * a.sn;
+    int mins = 0;
+    for (int j = 0; j < 8; j++) mins += mn[j] * (s[2 * j] + s[2 * j + 1]);
+    accf[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[k]), _mm256_set1_ps(d * dx), accf[k]);
+    off[k] += dmin * dx * (float)mins;
+  }
+}
+
+INLINE void q6_k_q8(const uint8_t *b, acts a, __m256 *accf, float *off, int m) {
+  const uint8_t *ql = b, *qh = b + 128;
+  const int8_t *sc = (const int8_t *)(b + 192);
+  float d = half(b + 208);
+  __m256i low = _mm256_set1_epi8(0xF), three = _mm256_set1_epi8(3), acc[8];
+  for (int k = 0; k < m; k++) acc[k] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h));
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 64 * h + 32));
+    __m256i e = _mm256_loadu_si256((const __m256i *)(qh + 32 * h));
+    __m256i parts[4] = {_mm256_and_si256(l0, low), _mm256_and_si256(l1, low),
+                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), low), _mm256_and_si256(_mm256_srli_epi16(l1, 4), low)};
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+      __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(e, 2 * g), three), 4);
+      __m256i q = _mm256_or_si256(parts[g], high); /* q + 32, 0..63 */
+      const int8_t *s = sc + 8 * h + 2 * g;
+      __m256i sv = _mm256_setr_m128i(_mm_set1_epi16(s[0]), _mm_set1_epi16(s[1]));
+      for (int k = 0; k < m; k++) {
+        const int8_t *x = a.q + k * a.in + 128 * h + 32 * g;
+        acc[k] = DPWSSD(acc[k], _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)x)), sv);
+      }
+    }
+  }
+  for (int k = 0; k < m; k++) {
+    float dx = a.d[k * a.dn];
+    const int16_t *s = a.s + k * a.sn;
+    int shift = 0; /* the +32 of every value, times its scale and its activations' sum */
+    for (int j = 0; j < 16; j++) shift += sc[j] * s[j];
+    accf[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[k]), _mm256_set1_ps(d * dx), accf[k]);
+    off[k] += 32.0f * d * dx * (float)shift;
+  }
+}
+
+/* Q4_0 / Q5_0 (`bits` 4 or 5): unsigned values with the offset 8 or 16 taken off through the sums. */
+INLINE void q45_0_q8(const uint8_t *b, int bits, acts a, __m256 *accf, float *off, int m) {
+  float d = half(b);
+  const uint8_t *qs = b + (bits == 5 ? 6 : 2);
+  __m128i raw = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(0xF);
+  __m256i q = _mm256_setr_m128i(_mm_and_si128(raw, low), _mm_and_si128(_mm_srli_epi16(raw, 4), low));
+  if (bits == 5) {
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    __m256i fifth = _mm256_movm_epi8((__mmask32)qh);
+#else
+    /* byte j takes byte j / 8 of qh, then tests bit j % 8 */
+    __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                         _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
+    __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    __m256i fifth = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+#endif
+    q = _mm256_or_si256(q, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
+  }
+  __m256i ones = _mm256_set1_epi16(1);
+  for (int k = 0; k < m; k++) {
+    const int16_t *s = a.s + k * a.sn;
+    float dd = d * a.d[k * a.dn];
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(a.q + k * a.in))), ones);
+    accf[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dd), accf[k]);
+    off[k] += (bits == 5 ? 16.0f : 8.0f) * dd * (float)(s[0] + s[1]);
+  }
+}
+
+INLINE void q8_0_q8(const uint8_t *b, acts a, __m256 *accf, float *off, int m) {
+  (void)off;
+  float d = half(b);
+  __m256i q = _mm256_loadu_si256((const __m256i *)(b + 2)), aq = _mm256_sign_epi8(q, q), ones = _mm256_set1_epi16(1);
+  for (int k = 0; k < m; k++) {
+    __m256i x = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(a.q + k * a.in)), q); /* x * sign(q) */
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, x), ones);
+    accf[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d[k * a.dn]), accf[k]);
+  }
+}
+
+INLINE void q4_0_q8(const uint8_t *b, acts a, __m256 *accf, float *off, int m) { q45_0_q8(b, 4, a, accf, off, m); }
+INLINE void q5_0_q8(const uint8_t *b, acts a, __m256 *accf, float *off, int m) { q45_0_q8(b, 5, a, accf, off, m); }
+
+#define INT8_ROW(NAME, VALUES, BYTES, M)                                                           \
+  static void NAME##_i8_##M(const uint8_t *w, int blocks, acts a, float *y, size_t out) {         \
+    __m256 accf[M];                                                                                \
+    float off[M];                                                                                  \
+    for (int k = 0; k < M; k++) accf[k] = _mm256_setzero_ps(), off[k] = 0.0f;                      \
+    for (int b = 0; b < blocks; b++) {                                                             \
+      acts ab = {a.q + (size_t)b * VALUES, a.d + b, a.s + (size_t)b * (VALUES / 16), a.in, a.dn, a.sn}; \
+      NAME##_q8(w + (size_t)b * BYTES, ab, accf, off, M);                                          \
+    }                                                                                              \
+    for (int k = 0; k < M; k++) y[(size_t)k * out] = hsum8(accf[k]) - off[k];                     \
+  }
+#define INT8_TYPE(NAME, VALUES, BYTES)                                                             \
+  INT8_ROW(NAME, VALUES, BYTES, 1) INT8_ROW(NAME, VALUES, BYTES, 2) INT8_ROW(NAME, VALUES, BYTES, 3) \
+  INT8_ROW(NAME, VALUES, BYTES, 4) INT8_ROW(NAME, VALUES, BYTES, 5) INT8_ROW(NAME, VALUES, BYTES, 6) \
+  INT8_ROW(NAME, VALUES, BYTES, 7) INT8_ROW(NAME, VALUES, BYTES, 8)                                \
+  static const int8_row NAME##_i8[GROUP + 1] = {0, NAME##_i8_1, NAME##_i8_2, NAME##_i8_3, NAME##_i8_4, \
+                                                NAME##_i8_5, NAME##_i8_6, NAME##_i8_7, NAME##_i8_8};
+
+typedef void (*int8_row)(const uint8_t *, int, acts, float *, size_t);
+INT8_TYPE(q4_0, 32, 18)
+INT8_TYPE(q5_0, 32, 22)
+INT8_TYPE(q8_0, 32, 34)
+INT8_TYPE(q4_k, 256, 144)
+INT8_TYPE(q6_k, 256, 210)
+
+/* The activation block (values per float step) the type's integer kernel takes; 0: none. */
+static int int8_block(int qtype, const int8_row **table) {
+  switch (qtype) {
+    case T_Q4_0: *table = q4_0_i8; return 32;
+    case T_Q5_0: *table = q5_0_i8; return 32;
+    case T_Q8_0: *table = q8_0_i8; return 32;
+    case T_Q4_K: *table = q4_k_i8; return 256;
+    case T_Q6_K: *table = q6_k_i8; return 256;
+    default: return 0;
+  }
+}
+#else
+#define INT8_PATH 0
+#endif
+
+/* Whether hitrate_quant_gemv_int8 takes `qtype` in this build. */
+int hitrate_quant_int8_supports(int qtype) {
+#if INT8_PATH
+  const int8_row *table;
+  return int8_block(qtype, &table) != 0;
+#else
+  (void)qtype;
+  return 0;
+#endif
+}
+
+/* As hitrate_quant_gemv with the activations quantized to 8 bits. scratch: at least
+   rows * (in + in / 8 + in / 8) bytes (int8 values, float steps, int16 sums by 16). */
+int hitrate_quant_gemv_int8(int qtype, const uint8_t *w, size_t row_bytes, const float *x, const float *bias, float *y,
+                            int rows, int in, int out, int threads, void *scratch) {
+#if INT8_PATH
+  const int8_row *table;
+  int B = int8_block(qtype, &table);
+  if (B == 0 || in % B != 0) return -1;
+  int8_t *q = (int8_t *)scratch;
+  float *d = (float *)(q + (size_t)rows * in);
+  int16_t *s = (int16_t *)(d + (size_t)rows * (in / B));
+  for (int r = 0; r < rows; r++)
+    quantize_row(x + (size_t)r * in, in, B, q + (size_t)r * in, d + (size_t)r * (in / B), s + (size_t)r * (in / 16));
+  int blocks = in / B;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int o = 0; o < out; o++) {
+    const uint8_t *wo = w + (size_t)o * row_bytes;
+    for (int r = 0; r < rows; r += GROUP) {
+      int m = rows - r < GROUP ? rows - r : GROUP;
+      acts a = {q + (size_t)r * in, d + (size_t)r * blocks, s + (size_t)r * (in / 16), (size_t)in, (size_t)blocks,
+                (size_t)(in / 16)};
+      table[m](wo, blocks, a, y + (size_t)r * out + o, (size_t)out);
+    }
+    if (bias)
+      for (int r = 0; r < rows; r++) y[(size_t)r * out + o] += bias[o];
+  }
+  return 0;
+#else
+  (void)qtype, (void)w, (void)row_bytes, (void)x, (void)bias, (void)y, (void)rows, (void)in, (void)out, (void)threads,
+      (void)scratch;
+  return -1;
+#endif
+}

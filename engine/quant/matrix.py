@@ -18,6 +18,10 @@ from .formats import QuantType
 
 # Rows at most this many go through the decode kernel; more are multiplied tile by tile.
 DECODE_ROWS = 8
+# How the decode kernel takes the activations: "float32" as they are (the product differs from the
+# float32 weights' only in summation order), "int8" quantized to 8-bit blocks as ggml's CPU kernels
+# do (integer multiply-adds; each activation moves by up to half its block's step, max |x| / 254).
+ACTIVATIONS = ("float32", "int8")
 # Bytes of float32 weights dequantized per prefill tile: about a core's L2, so the tile is still
 # in cache when sgemm reads it.
 TILE_BYTES = 1 << 20
@@ -27,9 +31,13 @@ class QuantMatrix:
     """`out_features` rows of `in_features` weights stored as GGUF blocks of `qtype` in `blocks`
     (uint8 `[out_features, row_bytes]`, used where it is: a view over a memory map stays one)."""
 
-    __slots__ = ("qtype", "blocks", "out_features", "in_features", "_kernel")
+    __slots__ = ("qtype", "blocks", "out_features", "in_features", "activations", "_kernel")
 
-    def __init__(self, qtype: QuantType | int, blocks: torch.Tensor, out_features: int, in_features: int) -> None:
+    def __init__(self, qtype: QuantType | int, blocks: torch.Tensor, out_features: int, in_features: int,
+                 activations: str = "float32") -> None:
+        if activations not in ACTIVATIONS:
+            raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
+        self.activations = activations
         self.qtype = formats.check_type(qtype)
         row_bytes = formats.row_nbytes(self.qtype, in_features)
         if blocks.dtype != torch.uint8 or tuple(blocks.shape) != (out_features, row_bytes):
@@ -44,6 +52,12 @@ class QuantMatrix:
     @property
     def nbytes(self) -> int:
         return self.blocks.numel()
+
+    @property
+    def int8_activations(self) -> bool:
+        """Whether decode products quantize the activations (asked for, and this type has the kernel;
+        Q4_0, Q5_0, Q8_0, Q4_K and Q6_K do where the CPU has AVX2)."""
+        return self.activations == "int8" and self._kernel is not None and self._kernel.supports_int8(self.qtype)
 
     def rows(self, start: int = 0, stop: int | None = None) -> torch.Tensor:
         """The weights of output rows `start:stop` as float32 `[stop - start, in]`."""
@@ -71,7 +85,10 @@ class QuantMatrix:
         rows = x.shape[0]
         if self._kernel is not None and 0 < rows <= DECODE_ROWS:
             y = torch.empty(rows, self.out_features)
-            self._kernel.gemv(self.qtype, self.blocks, x, bias, y)
+            if self.int8_activations:
+                self._kernel.gemv_int8(self.qtype, self.blocks, x, bias, y)
+            else:
+                self._kernel.gemv(self.qtype, self.blocks, x, bias, y)
             return y
         return self._tiled_product(x, bias)
 

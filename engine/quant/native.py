@@ -33,6 +33,21 @@ class QuantKernels:
         if status != 0:
             raise ValueError(f"the quantized GEMV has no kernel for {qtype.name}")
 
+    def supports_int8(self, qtype: QuantType) -> bool:
+        """Whether `gemv_int8` takes `qtype` (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K where AVX2 is)."""
+        return bool(self.lib.hitrate_quant_int8_supports(int(qtype)))
+
+    def gemv_int8(self, qtype: QuantType, blocks: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None,
+                  y: torch.Tensor) -> None:
+        """`gemv` with the rows of `x` quantized to 8-bit blocks first (ggml's CPU arithmetic)."""
+        rows, inner = x.shape
+        scratch = torch.empty(rows * (inner + inner // 4) + 64, dtype=torch.uint8)
+        status = self.lib.hitrate_quant_gemv_int8(int(qtype), blocks.data_ptr(), blocks.shape[1], x.data_ptr(),
+                                                  None if bias is None else bias.data_ptr(), y.data_ptr(), rows,
+                                                  inner, y.shape[1], torch.get_num_threads(), scratch.data_ptr())
+        if status != 0:
+            raise ValueError(f"the 8-bit activation GEMV has no kernel for {qtype.name} rows of {inner}")
+
     def dequantize_rows(self, qtype: QuantType, blocks: torch.Tensor, out: torch.Tensor,
                         ids: torch.Tensor | None = None) -> None:
         """Rows of `blocks` (all of them, or those at `ids`) into float32 `out` `[n, in]`."""
@@ -80,4 +95,9 @@ def open_library(library: Path) -> QuantKernels:
     lib.hitrate_quant_gemv.restype = integer
     lib.hitrate_quant_dequantize.argtypes = [integer, pointer, size, pointer, integer, integer, pointer, integer]
     lib.hitrate_quant_dequantize.restype = integer
+    lib.hitrate_quant_gemv_int8.argtypes = [integer, pointer, size, pointer, pointer, pointer, integer, integer,
+                                            integer, integer, pointer]
+    lib.hitrate_quant_gemv_int8.restype = integer
+    lib.hitrate_quant_int8_supports.argtypes = [integer]
+    lib.hitrate_quant_int8_supports.restype = integer
     return QuantKernels(lib)

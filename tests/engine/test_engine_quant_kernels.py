@@ -198,11 +198,13 @@ def test_without_the_kernels_the_reference_path_gives_the_same_products(qtype, m
 
 @needs_compiler
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 instruction sets")
-def test_the_portable_build_computes_the_same(tmp_path, monkeypatch):
-    flags = tuple("-march=x86-64" if flag == "-march=native" else flag for flag in native.FLAGS)
-    library = tmp_path / "quant-portable.so"
+@pytest.mark.parametrize("march", ["x86-64", "x86-64-v3"])  # SSE2 only (no integer path); AVX2 without AVX-512
+def test_the_builds_for_machines_without_avx512_compute_the_same(tmp_path, monkeypatch, march):
+    flags = tuple(f"-march={march}" if flag == "-march=native" else flag for flag in native.FLAGS)
+    library = tmp_path / f"quant-{march}.so"
     native_gemv._compile(shutil.which("cc"), library, flags, native.SOURCE)
     kernels = native.open_library(library)
+    assert kernels.supports_int8(QuantType.Q5_0) == (march == "x86-64-v3")
     monkeypatch.setattr(native, "load", lambda: kernels)
     rng = np.random.default_rng(12)
     for qtype in ALL_TYPES:
@@ -210,12 +212,52 @@ def test_the_portable_build_computes_the_same(tmp_path, monkeypatch):
         linear = QuantLinear(qtype, torch.from_numpy(rows), 23, 512)
         assert linear.matrix._kernel is kernels
         assert np.array_equal(linear.dequantize().numpy(), dequantize_reference(qtype, rows))
+        int8 = QuantLinear(qtype, torch.from_numpy(rows), 23, 512, activations="int8")
         for count in (1, 4, 9):
             x = rng.standard_normal((count, 512)).astype(np.float32)
             want, scale = reference_product(qtype, rows, x)
             assert_within(linear(torch.from_numpy(x)), want, scale, 512 // 8 + 16 if count <= 8 else 512)
+            if int8.matrix.int8_activations and count <= 8:
+                assert (np.abs(int8(torch.from_numpy(x)).double().numpy() - want) <= int8_bound(qtype, rows, x)).all()
 
 
 def test_block_sizes_come_from_the_gguf_table():
     assert block_size(QuantType.Q4_K) == 256 and row_nbytes(QuantType.Q4_K, 1536) == 6 * 144
     assert block_size(QuantType.Q5_0) == 32 and row_nbytes(QuantType.Q5_0, 896) == 28 * 22
+
+
+def int8_bound(qtype: QuantType, rows: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """What quantizing the activations may cost: each x_i moves by at most half its block's step
+    (max |x| over the block / 127; blocks of 256 for the K types, 32 otherwise), so the product by
+    at most sum |w_i| * step_i / 2; plus float32 rounding, far below that (1e-5 of sum |w| (|x| + step))."""
+    w = np.abs(dequantize_reference(qtype, rows).astype(np.float64))
+    block = 256 if qtype in (QuantType.Q4_K, QuantType.Q6_K) else 32
+    step = np.abs(x.astype(np.float64)).reshape(x.shape[0], -1, block).max(axis=-1) / 127
+    step = np.repeat(step, block, axis=-1)
+    return (step / 2 * (1 + 2.0 ** -20)) @ w.T + 1e-5 * ((np.abs(x) + step) @ w.T)
+
+
+@needs_compiler
+@pytest.mark.parametrize("qtype", [QuantType.Q4_0, QuantType.Q5_0, QuantType.Q8_0, QuantType.Q4_K, QuantType.Q6_K],
+                         ids=lambda t: t.name)
+def test_int8_activations_stay_within_the_activation_rounding_bound(qtype):
+    rng = np.random.default_rng(200 + int(qtype))
+    out_features, in_features = 37, 768
+    rows = write_blocks(qtype, out_features, in_features, rng)
+    linear = QuantLinear(qtype, torch.from_numpy(rows), out_features, in_features, activations="int8")
+    exact = QuantLinear(qtype, torch.from_numpy(rows), out_features, in_features)
+    assert linear.matrix.int8_activations and not exact.matrix.int8_activations
+    for count in range(1, 10):
+        x = rng.standard_normal((count, in_features)).astype(np.float32)
+        x[:, :5] *= 40  # a few large activations: their blocks' steps grow, the bound with them
+        got = linear(torch.from_numpy(x)).double().numpy()
+        want, scale = reference_product(qtype, rows, x)
+        bound = int8_bound(qtype, rows, x) if count <= matrix.DECODE_ROWS else gamma(in_features) * scale
+        assert (np.abs(got - want) <= bound).all()
+        if count <= matrix.DECODE_ROWS:  # it really is the 8-bit path: not the exact product
+            assert np.abs(got - want).max() > 100 * gamma(in_features // 8 + 16) * scale.max()
+
+
+def test_int8_activations_are_refused_by_name_when_misspelled():
+    with pytest.raises(ValueError, match="float32, int8"):
+        QuantLinear(QuantType.Q8_0, torch.zeros(2, 34, dtype=torch.uint8), 2, 32, activations="int4")
