@@ -84,6 +84,8 @@ def unmet(grader: Grader | None) -> str | None:
             if build_caches.prepared(name) is None:
                 return (f"the {grader.language} track's test packages are not installed here "
                         f"({', '.join(build_caches.NPM_PACKAGES[name])}): run `hitrate suite prepare {name}` once")  # fmt: skip
+        if absent := [f for f in grader.files if not Path(f).is_file()]:
+            return f"its test runner needs files not installed here: {', '.join(absent)}"
         if headers := missing_headers(grader.headers):
             return f"its build needs headers not installed here: {', '.join(headers)}"
         missing = crates.unavailable(grader.crates)

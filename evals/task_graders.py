@@ -52,6 +52,9 @@ class CommandGrader(BaseModel):
     """Rust crates only the reference solution needs (`.meta/Cargo-example.toml`): without them
     offline the task still runs, but the oracle cannot prove it here."""
 
+    files: list[str] = []
+    """Absolute paths the command needs that no program on PATH brings (Debian's JUnit and
+    AssertJ jars for Java): without them it cannot run here."""
     headers: list[str] = []
     """C/C++ headers the build needs beyond the compiler's own (a C++ exercise's Boost components,
     e.g. boost/date_time.hpp): without them in the include folders it cannot run here."""

@@ -35,6 +35,9 @@ ADDENDUM = (
 )
 LIMITS = {"max_steps": 40, "max_cost_usd": 2.0, "max_wall_s": 1200.0}
 
+JUNIT_CONSOLE = "/usr/share/java/junit-platform-console-standalone.jar"
+TEST_JARS = ("/usr/share/java/assertj-core.jar", "/usr/share/java/byte-buddy.jar")
+
 # Per track: the test command Aider's benchmark runs (`benchmark/benchmark.py`, `npm-test.sh`,
 # `cpp-test.sh`), in offline form, the programs it needs, and environment that keeps caches in
 # the grading folder (the sandbox makes everything else read-only).
@@ -60,8 +63,17 @@ TRACKS: dict[str, dict[str, Any]] = {
     # prepare javascript` installs once, linked in as node_modules.
     "javascript": {"command": ["node", "node_modules/jest/bin/jest.js", "--ci"], "requires": ["node"],
                    "linked_packages": {"node_modules": "javascript"}},
-    # The tracks' gradle wrapper downloads gradle; offline, an installed gradle runs the tests.
-    "java": {"command": ["gradle", "test", "--offline", "--quiet"], "requires": ["gradle"]},
+    # The tracks build with gradle, whose wrapper downloads it and whose build fetches JUnit and
+    # AssertJ from Maven Central. Offline, the same tests run on Debian's packaged JUnit 5 and
+    # AssertJ (apt-get install junit5 libassertj-core-java): javac, then JUnit's console launcher.
+    "java": {
+        "command": ["sh", "-c", "mkdir -p build/classes && javac -nowarn -encoding UTF-8 -d build/classes -cp \"$JUNIT_CONSOLE:$TEST_CLASSPATH\" "
+                    "$(find src -name '*.java') && java -jar \"$JUNIT_CONSOLE\" --disable-banner --details=summary --fail-if-no-tests "
+                    "--class-path \"build/classes:$TEST_CLASSPATH\" --scan-class-path"],
+        "requires": ["javac", "java"],
+        "files": [JUNIT_CONSOLE, *TEST_JARS],
+        "env": {"JUNIT_CONSOLE": JUNIT_CONSOLE, "TEST_CLASSPATH": ":".join(TEST_JARS)},
+    },
 }
 _BUILD_DIRS = {"target", "node_modules", "build", "__pycache__", ".pytest_cache", ".gradle"}
 SUFFIX_TRACK = {".py": "python", ".rs": "rust", ".go": "go", ".cpp": "cpp", ".h": "cpp", ".js": "javascript", ".java": "java"}
@@ -220,9 +232,13 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
     else:
         for rel in files["test"]:
             copy_file(exercise / rel, task_dir / "tests" / rel)
+            # Skipped cases are switched on, as Aider's benchmark does: JavaScript's `xtest`,
+            # Java's `@Disabled("Remove to run test")`.
+            test = task_dir / "tests" / rel
             if track == "javascript":
-                test = task_dir / "tests" / rel
                 test.write_text(re.sub(r"\bxtest\(", "test(", test.read_text(encoding="utf-8")), encoding="utf-8")
+            elif track == "java":
+                test.write_text(re.sub(r"^[ \t]*@Disabled(\([^)]*\))?[ \t]*\n", "", test.read_text(encoding="utf-8"), flags=re.M), encoding="utf-8")
         spec["grader"] = {"kind": "command", "language": track, "test_files": list(files["test"]), **TRACKS[track],
                           "grading_folder": exercise.name, **needs}  # fmt: skip
     (task_dir / "instruction.md").write_text(text, encoding="utf-8")

@@ -507,6 +507,24 @@ def test_javascript_exercises_need_their_test_packages_prepared_once(tmp_path, m
     assert not grade(task, agent).resolved
 
 
+def test_java_exercises_run_on_debians_junit_with_every_test_switched_on():
+    from hitrate.evals.benchmarks.exercism import JUNIT_CONSOLE, TEST_JARS
+
+    task = _real_polyglot().task("java-poker")
+    grader = task.spec.grader
+    published = (REAL_POLYGLOT / "java/exercises/practice/poker/src/test/java/PokerTest.java").read_text()
+    hidden = (task.tests_dir / "src/test/java/PokerTest.java").read_text()
+    assert published.count('@Disabled("Remove to run test")') > 20 and "@Disabled(" not in hidden
+    assert hidden.count("@Test") == published.count("@Test")
+    assert requirements.unmet(grader.model_copy(update={"files": ["/nonexistent/junit.jar"]})) == (
+        "its test runner needs files not installed here: /nonexistent/junit.jar")
+    if any(shutil.which(p) is None for p in ("javac", "java")) or not all(Path(f).is_file() for f in (JUNIT_CONSOLE, *TEST_JARS)):
+        pytest.skip("no JDK, or Debian's JUnit 5 / AssertJ jars (apt-get install junit5 libassertj-core-java)")
+    [check] = check_tasks([task], workers=1)
+    assert check.problems == [], check.with_solution.output
+    assert "tests successful" in check.with_solution.output and "0 tests failed" in check.with_solution.output
+
+
 def test_java_reference_helper_classes_are_copied_beside_the_solution():
     from itertools import permutations
 
