@@ -156,3 +156,18 @@ def test_a_resumed_text_protocol_session_goes_on_in_the_text_protocol(workspace,
     # Every request of the resumed session extends the last one of the first run.
     before = [s.hash for s in first.backend.prompts[-1].sections if s.kind != "tail"]
     assert [s.hash for s in again.backend.prompts[0].sections][: len(before)] == before
+
+
+def test_real_replies_of_a_small_model_are_one_command_each():
+    """A real Qwen2.5-Coder-0.5B session under the text protocol (tests/fixtures/model_outputs):
+    every reply is read as one command, and the repeats draw nudges as they did live (3 in 8 calls)."""
+    from pathlib import Path
+
+    from hitrate.harness.repair import RepeatedFailures
+
+    data = json.loads((Path(__file__).parents[1] / "fixtures/model_outputs/qwen2.5-coder-0.5b-text-protocol-session.json").read_text())
+    actions = [parse_reply(text) for text in data["replies"]]
+    assert len(actions) == 8 and all(a.kind == "command" for a in actions)
+    watch = RepeatedFailures()
+    nudges = [watch.observe("shell", json.dumps({"command": a.command}), "same error", True) for a in actions]
+    assert sum(n is not None for n in nudges) == 3
