@@ -92,3 +92,24 @@ def test_a_load_that_fails_stops_the_server_with_its_error():
     finally:
         sock.close()
     assert server.ready.is_set() and server.engine is None
+
+
+def test_each_stage_prints_its_size_and_seconds_and_a_failed_stage_none():
+    import io
+
+    ticks = iter([0.0, 1.0, 3.5, 4.0, 9.0])
+    out = io.StringIO()
+    progress = LoadProgress(out, clock=lambda: next(ticks))
+    with progress.timed("read", nbytes=491_400_064) as info:
+        assert progress.current == "read"
+        info["detail"] = "model.gguf"
+    with pytest.raises(ValueError):
+        with progress.timed("pack"):
+            raise ValueError("no room")
+    progress.ready("threads 1")
+    assert progress.current is None and [s.name for s in progress.stages] == ["read", "ready"]
+    assert out.getvalue().splitlines() == [
+        "load: read       2.5 s  491.40 MB  model.gguf",
+        "load: ready      9.0 s  threads 1",
+    ]
+    assert progress.seconds("read") == 2.5 and progress.seconds("tuning") == 0
