@@ -33,6 +33,7 @@ from torch import nn
 from hitrate.engine import cpu_linear, huge_pages
 from hitrate.engine.batch_kv import BatchKV, window_offset
 from hitrate.engine.fast_norms import Norm, fused_qk_norm, norm
+from hitrate.engine.quant import QuantLinear
 
 
 class FastDecodeUnsupported(Exception):
@@ -353,9 +354,26 @@ def _layer(layer: nn.Module, index: int, layer_type: str, window: int | None, he
     )
 
 
+class SideBySide(nn.Module):
+    """Projections kept in GGUF blocks (`engine.quant.QuantLinear`), computed one after another
+    and concatenated: their blocks cannot be joined without a copy, and each product already
+    runs on the quantized kernel."""
+
+    def __init__(self, linears: list[nn.Module]) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList(linears)
+        self.in_features = linears[0].in_features
+        self.out_features = sum(lin.out_features for lin in linears)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([part(x) for part in self.parts], dim=-1)
+
+
 def _concatenated(linears: list[nn.Module], index: int) -> nn.Linear:
     """One linear computing `linears` side by side. The originals' weights become views of its
     weight (same values, no second copy); their packed copies, if any, stay for prefill."""
+    if all(isinstance(lin, QuantLinear) for lin in linears):
+        return SideBySide(linears)
     if any(not isinstance(lin, nn.Linear) for lin in linears):
         raise FastDecodeUnsupported(f"layer {index}: a projection is not a linear layer")
     biases = [lin.bias for lin in linears]

@@ -103,6 +103,8 @@ def test_cache_served_logits_equal_a_recompute_on_the_quantized_path(quantized_f
     report = verify(engine)
     assert report.cached_tokens > 0 and report.max_logit_diff <= 1e-4
     assert report.dtype == "float32" and report.weights == "gguf"
+    # decode steps straight from the blocks (`fast_decode.SideBySide`), checked against a full forward
+    assert report.fast_decode and report.fast_decode_check_diff <= 1e-4
 
 
 def test_the_memory_check_refuses_with_the_option_to_lower(quantized_file, monkeypatch):
