@@ -275,6 +275,9 @@ def main() -> None:
     parser.add_argument("--busy-check", action="store_true")
     parser.add_argument("--max-rss-gb", type=float, default=None)
     parser.add_argument("--log", default=None, help="append the workers' stderr here")
+    parser.add_argument("--results", default=None,
+                        help="append each process's figures here as a JSON line as it ends (a cut-short run keeps them)")
+    parser.add_argument("--table-from", default=None, help="print the table of a --results file and stop")
     parser.add_argument("--worker", choices=["hitrate", "llama.cpp"], help=argparse.SUPPRESS)
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -287,8 +290,14 @@ def main() -> None:
         parser.error("name at least one --model NAME=PATH")
     models = dict(item.split("=", 1) for item in args.model)
     systems = [("hitrate", sys.executable)] + ([("llama.cpp", args.llama_python)] if args.llama_python else [])
-    print(f"load average at start: {load_average()}")
     results: dict[tuple, list[dict]] = {}
+    if args.table_from:
+        for line in Path(args.table_from).read_text().splitlines():
+            row = json.loads(line)
+            results.setdefault((row["model"], row["threads"], row["system"]), []).append(row)
+        print_table(models, args, systems, results)
+        return
+    print(f"load average at start: {load_average()}")
     for round_ in range(args.rounds):
         order = systems if round_ % 2 == 0 else systems[::-1]
         for name, path in models.items():
@@ -303,6 +312,11 @@ def main() -> None:
                           f"(load average {load_average()})", file=sys.stderr, flush=True)
                     if figures is not None:
                         results.setdefault((name, threads, system), []).append(figures)
+                        if args.results:
+                            row = {"model": name, "threads": threads, "system": system, "round": round_ + 1,
+                                   "load_average": load_average(), **figures}
+                            with open(args.results, "a") as handle:
+                                handle.write(json.dumps(row) + "\n")
     print_table(models, args, systems, results)
     print(f"load average at end: {load_average()}")
 
@@ -313,7 +327,8 @@ def median(runs: list[dict], key: str) -> float | None:
 
 
 def print_table(models: dict, args, systems, results: dict) -> None:
-    print(f"\nmedians over {args.rounds} rounds; prompt {args.prompt} tokens, decode {args.decode} tokens")
+    rounds = max((len(runs) for runs in results.values()), default=0)
+    print(f"\nmedians over up to {rounds} rounds; prompt {args.prompt} tokens, decode {args.decode} tokens")
     header = f"{'model':<6} {'thr':>3} {'system':<10} " + " ".join(f"{m:>13}" for m in METRICS) + "  first load s"
     print(header)
     for name in models:
