@@ -199,7 +199,12 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def leaderboard_table(board: Leaderboard):  # -> rich Group
+#: From this many columns the leaderboard has a column per field; narrower, what names a row
+#: (model, layout, cache, policy, tries, suite, run) shares one column, three lines a row.
+WIDE_FROM = 150
+
+
+def leaderboard_table(board: Leaderboard, width: int = WIDE_FROM):  # -> rich Group
     """The leaderboard as a rich table, with what makes a row not comparable said under it."""
     from rich import box
     from rich.console import Group
@@ -208,16 +213,24 @@ def leaderboard_table(board: Leaderboard):  # -> rich Group
 
     from hitrate.evals.report import _short_model
     from hitrate.harness.commands.format import money
+    from hitrate.harness.commands.sessions import short_id_length
     from hitrate.harness.terminal_text import visible
 
     title = "leaderboard" + (f"; costs {board.priced_as}" if board.priced_as else "")
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for name, justify in (
-        ("#", "right"), ("model", "left"), ("layout", "left"), ("cache", "left"), ("policy", "left"), ("tries", "right"),
-        ("suite", "left"), ("tasks", "right"), ("pass rate [95% CI]", "right"), ("$ / passed", "right"),
-        ("Σ-hit", "right"), ("wall p50", "right"), ("run", "left"),
-    ):  # fmt: skip
-        table.add_column(name, justify=justify, no_wrap=True)
+    wide = width >= WIDE_FROM
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", leading=0 if wide else 1)
+    names = ("model", "layout", "cache", "policy", "tries", "suite") if wide else ("run",)
+    figures = (("tasks", "pass rate [95% CI]", "$ / passed", "Σ-hit", "wall p50") if wide
+               else ("tasks", "pass rate\n[95% CI]", "$ /\npassed", "Σ-hit", "wall\np50"))
+    table.add_column("#", justify="right", no_wrap=True)
+    for name in names:
+        table.add_column(name, justify="right" if name == "tries" else "left", no_wrap=wide, overflow="fold")
+    for name in figures:
+        table.add_column(name, justify="right", no_wrap=True)
+    if wide:
+        table.add_column("run", no_wrap=True)
+    # Run ids as `hitrate ledger` shortens them: the prefix `report` and `whatif` take.
+    id_length = short_id_length([row.run_id for row in board.rows])
     for row in board.rows:
         rate = "-"
         if row.pass_rate is not None:
@@ -227,27 +240,25 @@ def leaderboard_table(board: Leaderboard):  # -> rich Group
             cost = "unpriced"
         # Model names, suite names and run ids come from users and models: shown as typed (a `[/]`
         # is not markup) with control characters visible.
-        table.add_row(*(Text(visible(cell)) for cell in (
-            str(row.rank) if row.rank is not None else "≠",
-            _short_model(row.model) or "?",
-            row.layout or "?",
-            row.cache_mode or "?",
-            row.policy or "model",
-            str(row.tries),
-            row.suite or "?",
-            f"{row.n_passed}/{row.n_scored}" + (f" (+{row.n_unavailable} n/a)" if row.n_unavailable else ""),
-            rate,
-            cost,
-            _percent(row.hit_ratio),
-            "-" if row.wall_p50_s is None else f"{row.wall_p50_s:.2f}s",
-            row.run_id[-8:],
-        )))  # fmt: skip
+        naming = [_short_model(row.model) or "?", row.layout or "?", row.cache_mode or "?", row.policy or "model",
+                  str(row.tries), row.suite or "?"]
+        tasks = f"{row.n_passed}/{row.n_scored}" + (f" (+{row.n_unavailable} n/a)" if row.n_unavailable else "")
+        wall = "-" if row.wall_p50_s is None else f"{row.wall_p50_s:.2f}s"
+        rank = str(row.rank) if row.rank is not None else "≠"
+        run = row.run_id if len(row.run_id) <= id_length + 2 else row.run_id[:id_length]
+        if wide:
+            cells = [rank, *naming, tasks, rate, cost, _percent(row.hit_ratio), wall, run]
+        else:
+            tries = f"{row.tries} tr{'y' if row.tries == 1 else 'ies'}"
+            about = f"{naming[0]}\n{naming[1]} · {naming[2]} · {naming[3]} · {tries}\n{naming[5]} · {run}"
+            cells = [rank, about, tasks, rate, cost, _percent(row.hit_ratio), wall]
+        table.add_row(*(Text(visible(cell)) for cell in cells))
     notes = []
     others = [r for r in board.rows if not r.comparable]
     if others:
         notes.append(
             f"≠ not comparable: ran another task set than the reference ({board.reference_task_set}): "
-            + ", ".join(f"{r.run_id[-8:]} ({r.suite}, {r.n_tasks} tasks, set {r.task_set})" for r in others)
+            + ", ".join(f"{r.run_id if len(r.run_id) <= id_length + 2 else r.run_id[:id_length]} ({r.suite}, {r.n_tasks} tasks, set {r.task_set})" for r in others)
         )
     if any(r.policy == "replay" for r in board.rows):
         notes.append("replay rows measure the replayed tool-call sequence, not the model.")

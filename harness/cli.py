@@ -148,6 +148,11 @@ def main() -> None:
 
     _register_all(app)
     sys.argv = bare_options_as_empty(sys.argv)
+    if len(sys.argv) == 1 or "--help" in sys.argv[1:]:
+        # Only for help: the layout imports typer's rich help (half a second) that nothing else needs.
+        from hitrate.harness.commands.help_panels import fit_option_panels
+
+        fit_option_panels()
     try:
         apply_redaction_config()
     except ValueError as exc:

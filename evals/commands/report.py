@@ -99,7 +99,8 @@ def _leaderboard(
         from rich.console import Console as TextConsole
 
         buf = io.StringIO()
-        TextConsole(file=buf, width=max(table_width(), 200), force_terminal=False, color_system=None).print(leaderboard_table(board))
+        width = table_width()
+        TextConsole(file=buf, width=width, force_terminal=False, color_system=None).print(leaderboard_table(board, width))
         text = "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
     _emit(console, text, out, "leaderboard")
 

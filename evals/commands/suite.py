@@ -8,6 +8,7 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from hitrate.harness.terminal_text import visible
 
@@ -30,10 +31,16 @@ ReposOpt = Annotated[
 ]
 
 
+#: From this many columns `suite list` gives tags a column of their own.
+TAGS_COLUMN_FROM = 120
+
+
 def _console() -> Console:
-    # Piped or captured output has no width of its own; a wide one keeps table rows on one line.
+    # A terminal's own width (or COLUMNS); a pipe or a file gets the 80 columns every table does.
+    from hitrate.harness.commands.format import table_width
+
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=table_width())
 
 
 LanguageOpt = Annotated[
@@ -120,25 +127,26 @@ def register(app: typer.Typer) -> None:
         console = _console()
         loaded = _load(suite, console, repos, _languages(language))
         table = Table(title=f"suite {loaded.name}: {len(loaded.tasks)} tasks ({loaded.root})", box=box.SIMPLE_HEAD)
-        table.add_column("task", no_wrap=True)
+        # From TAGS_COLUMN_FROM columns the title and the tags have columns of their own; narrower,
+        # they go under the task's id, so the figures stay whole and the title keeps its room.
+        wide = console.width >= TAGS_COLUMN_FROM
+        table.leading = 0 if wide else 1  # a blank line between tasks of three lines each
+        table.add_column("task" if wide else "task, title, tags", no_wrap=wide, overflow="fold", ratio=None if wide else 1)
         table.add_column("level", no_wrap=True)
         for numeric in ("F2P", "P2P", "steps", "max $", "wall s"):
             table.add_column(numeric, justify="right", no_wrap=True)
-        table.add_column("tags", overflow="fold")
-        table.add_column("title", overflow="fold")
+        if wide:
+            table.add_column("tags", overflow="fold")
+            table.add_column("title", overflow="fold")
         for task in loaded.tasks:
             spec = task.spec
-            table.add_row(
-                task.id,
-                str(spec.difficulty),
-                str(len(task.fail_to_pass)),
-                str(len(task.pass_to_pass)),
-                str(spec.limits.max_steps),
-                f"{spec.limits.max_cost_usd:.2f}",
-                f"{spec.limits.max_wall_s:g}",
-                ", ".join(spec.tags),
-                spec.title,
-            )
+            tags = ", ".join(spec.tags)
+            figures = [str(spec.difficulty), str(len(task.fail_to_pass)), str(len(task.pass_to_pass)), str(spec.limits.max_steps),
+                       f"{spec.limits.max_cost_usd:.2f}", f"{spec.limits.max_wall_s:g}"]
+            if wide:
+                table.add_row(task.id, *figures, tags, Text(spec.title))
+            else:
+                table.add_row(Text.assemble((task.id, "bold"), "\n", spec.title, "\n", (tags, "dim")), *figures)
         console.print(table)
 
     @suite_app.command("check")

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from rich.text import Text
 
-from hitrate.harness.commands.format import console, money, tokens
+from hitrate.harness.commands.format import console, money, shrink_to_fit, tokens
 from hitrate.harness.commands.ledger_tables import _table
 from hitrate.harness.commands.sessions import short_id_length
+from hitrate.harness.terminal_text import visible
 from hitrate.store.records import CallRecord
 
 
@@ -40,10 +41,11 @@ def print_calls(calls: list[CallRecord], session_id: str, path: Path, *, as_json
         return
     n = short_id_length([c.id for c in calls])
     day = calls[0].started_at.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    # Wrapped at the terminal's width like the table below it (a pipe: 80 columns).
     out.print(f"session {session_id[:n]} ({day}): {len(calls)} request(s), one row each (try 2, 3, …: "
-              "retries of the call above)", style="bold", soft_wrap=True)  # fmt: skip
+              "retries of the call above)", style="bold")  # fmt: skip
     table = _table()
-    for name in ("call", "UTC", "try", "outcome", "read", "write", "fresh", "out", "cost"):
+    for name in ("call", "UTC", "try", "outcome", "read", "write", "fresh", "out", "cost", "miss"):
         table.add_column(name, no_wrap=True, justify="right" if name in ("read", "write", "fresh", "out", "cost") else "left")
     for call in calls:
         u = call.usage
@@ -51,11 +53,15 @@ def print_calls(calls: list[CallRecord], session_id: str, path: Path, *, as_json
             call.id[:n], call.started_at.astimezone(timezone.utc).strftime("%H:%M:%S"), str(call.attempt), call_outcome(call),
             _bucket(u.cache_read), _bucket(u.cache_write_total), _bucket(u.fresh_input),
             _bucket(u.output), money(call.cost_usd) if call.cost_usd is not None else "-",
+            # Why the cache missed, as the run recorded it ("" for a hit, a first call or a failure).
+            visible(call.miss_reason or ""),
         )
+    shrink_to_fit(table, [(9, 6)], out)
     out.print(table)
     failed = [c for c in calls if c.error]
     if failed:
         out.print("?: not known (a failed or interrupted request reports no usage). Errors:", style="dim")
     for call in failed:
-        # Error text comes from servers and exceptions: shown as plain text, never read as markup.
-        out.print(Text(f"  {call.id[:n]}  {call.error}"), soft_wrap=True)
+        # Error text comes from servers and exceptions: shown as plain text, never read as markup,
+        # folded at the terminal's width.
+        out.print(Text(f"  {call.id[:n]}  {visible(call.error or '')}", overflow="fold"))

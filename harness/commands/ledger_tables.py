@@ -189,12 +189,13 @@ def print_flagged(calls: list[CallRecord], path: Path, *, as_json: bool, limit: 
         out.print(f"... and {len(calls) - len(shown)} more: hitrate ledger --flagged")
 
 
-def _group_name(by: str, group: GroupSummary, id_length: int) -> str:
-    """Labels, task names and model names are chosen by users and models: shown with `visible`."""
-    return visible(_raw_group_name(by, group, id_length))
+def _group_name(by: str, group: GroupSummary, id_length: int, separator: str = " ") -> str:
+    """Labels, task names and model names are chosen by users and models: shown with `visible`
+    (`separator` goes between an id and its label: a line break in a narrow table)."""
+    return "\n".join(visible(part) for part in _raw_group_name(by, group, id_length, separator).split("\n"))
 
 
-def _raw_group_name(by: str, group: GroupSummary, id_length: int) -> str:
+def _raw_group_name(by: str, group: GroupSummary, id_length: int, separator: str = " ") -> str:
     if by == "kind":
         return group.key or ORDINARY_KIND
     if group.key is None:
@@ -203,7 +204,7 @@ def _raw_group_name(by: str, group: GroupSummary, id_length: int) -> str:
     if by == "model":
         name = _model_name(group.key)
     if group.label:
-        name += f" {group.label}"
+        name += f"{separator}{group.label}"
     if group.outcome:
         name += f" [{group.outcome}]"
     return name
@@ -214,7 +215,10 @@ def print_groups(by: str, groups: list[GroupSummary], path: Path) -> None:
     out = console()
     out.print(f"calls by {by}, newest first", style="bold")
     table = _table()
-    table.add_column(by, no_wrap=True, overflow="ellipsis")
+    # Narrow: a run's or task's label goes under its id, folded, rather than cut to "demo · …" (two
+    # demo runs would read the same).
+    narrow = out.width < WHOLE_IDS_FROM
+    table.add_column(by, no_wrap=not narrow, overflow="fold" if narrow else "ellipsis")
     columns = ["calls", "fresh", "write", "read", "output", "Σ-hit", "any-hit", "cost"]
     for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
@@ -224,7 +228,7 @@ def print_groups(by: str, groups: list[GroupSummary], path: Path) -> None:
     for group in groups:
         t = group.totals
         table.add_row(
-            _group_name(by, group, id_length),
+            _group_name(by, group, id_length, "\n" if narrow and by in ("run", "task", "session") else " "),
             _calls(t),
             tokens(t.fresh_input),
             tokens(t.cache_write_total),
@@ -234,7 +238,8 @@ def print_groups(by: str, groups: list[GroupSummary], path: Path) -> None:
             percent(t.calls_with_hit_share, 0),
             _cost(t),
         )
-    shrink_to_fit(table, [0], out, floor=10)
+    if not narrow:
+        shrink_to_fit(table, [0], out, floor=10)
     out.print(table)
     for note in _footnotes([g.totals for g in groups]):
         out.print(note, style="dim")
