@@ -219,7 +219,7 @@ def _gemv_kernel_off_reason(engine: TransformersEngine) -> str | None:
     if not timed or any(decode_tuning.GEMV_KERNEL in times for times in timed.values()):
         return None
     dtype = next(engine.model.parameters()).dtype
-    return native_gemv.unavailable_reason(dtype) or "its copies did not fit `batch_pack_bytes` or disagreed with the weights"
+    return native_gemv.unavailable_reason(dtype) or "its copies did not fit the copy budget (--copy-budget) or disagreed with the weights"
 
 
 def against_float32(engine: TransformersEngine, reference: TransformersEngine, ids: list[int]) -> dict:
