@@ -73,9 +73,12 @@ def _grade_harbor(task: Task, source: Path, overlay: Path | None, root: Path) ->
                                        infra_error=str(exc), duration_s=0.0, output="", confined=True)  # fmt: skip
 
 
-def _run_confined(task: Task, argv: list[str], work_dir: Path, root: Path, env: dict[str, str], limit: float):
+def _run_confined(task: Task, argv: list[str], work_dir: Path, root: Path, env: dict[str, str], limit: float,
+                  *, address_space_limit: bool = True):  # fmt: skip
     sandbox = detect()
     policy = ConfinementPolicy(hidden_paths=task.hidden_paths)
+    if not address_space_limit:
+        policy = policy.model_copy(update={"max_memory_bytes": None})
     argv = sandboxed_argv(argv, sandbox, workspace=root, policy=policy, env=env, cwd=work_dir)
     started = time.monotonic()
     try:
@@ -126,7 +129,7 @@ def _grade_command(task: Task, grader: CommandGrader, source: Path, work_dir: Pa
         if variable in env:
             seed_cache(cache, Path(env[variable]))
     exit_code, timed_out, output, launch_error, duration, confined = _run_confined(
-        task, list(grader.command), work_dir, root, env, limit
+        task, list(grader.command), work_dir, root, env, limit, address_space_limit=grader.address_space_limit
     )
     passed = launch_error is None and not timed_out and exit_code == 0
     outcome = TestOutcome.passed if passed else TestOutcome.failed

@@ -52,6 +52,10 @@ class CommandGrader(BaseModel):
     """Rust crates only the reference solution needs (`.meta/Cargo-example.toml`): without them
     offline the task still runs, but the oracle cannot prove it here."""
 
+    address_space_limit: bool = True
+    """Whether the sandbox caps each process's address space (RLIMIT_AS). Off for node: V8
+    reserves gigabytes of address space per worker thread without using them (the whole run's
+    memory limit, a cgroup where available, still holds)."""
     files: list[str] = []
     """Absolute paths the command needs that no program on PATH brings (Debian's JUnit and
     AssertJ jars for Java): without them it cannot run here."""

@@ -62,7 +62,7 @@ TRACKS: dict[str, dict[str, Any]] = {
     # Aider's npm-test.sh does. jest and the babel preset come from the packages `hitrate suite
     # prepare javascript` installs once, linked in as node_modules.
     "javascript": {"command": ["node", "node_modules/jest/bin/jest.js", "--ci"], "requires": ["node"],
-                   "linked_packages": {"node_modules": "javascript"}},
+                   "linked_packages": {"node_modules": "javascript"}, "address_space_limit": False},
     # The tracks build with gradle, whose wrapper downloads it and whose build fetches JUnit and
     # AssertJ from Maven Central. Offline, the same tests run on Debian's packaged JUnit 5 and
     # AssertJ (apt-get install junit5 libassertj-core-java): javac, then JUnit's console launcher.
