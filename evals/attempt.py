@@ -38,6 +38,8 @@ from hitrate.evals.settings import EvalSettings, RouteSource
 from hitrate.evals.task import Task, TaskLimits
 from hitrate.evals.task_graders import HarborGrader
 from hitrate.harness.agent import Agent, AgentLimits, AgentResult
+from hitrate.harness.call_timeouts import configured_timeouts
+from hitrate.harness.defaults import config_path
 from hitrate.harness.events import CallRecorded
 from hitrate.harness.policy import ModelPolicy, Policy, RecordedTurn, ReplayPolicy
 from hitrate.harness.session import Session, SessionConfig, session_inputs
@@ -294,6 +296,8 @@ class TaskAttempt:
             layout=settings.layout,
             cache_mode=settings.cache_mode,
             tool_protocol=protocol,
+            # The config file's [timeouts], as `hitrate run` reads them: a slow local server needs longer.
+            timeouts=configured_timeouts(config_path()),
         )
         try:
             session = Session(route, workspace, ledger=ledger, inputs=inputs, config=config, sink=sink)
