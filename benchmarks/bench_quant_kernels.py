@@ -3,9 +3,12 @@ float32 `nn.Linear` on the same matrix dequantized.
 
 For each matrix (by default Qwen2.5-Coder-1.5B Q4_K_M's Q4_K and Q6_K ones: 1536x1536, 8960x1536,
 1536x8960 and the 151936x1536 head), at 1 and 2 threads and 1, 2, 4, 8 rows (decode) and a
-512-row prefill: the median time of the quantized product and of the float32 one, taken in
-alternation, the weight bytes each reads per second, and float32 time / quantized time (above 1:
-the quantized product is faster). One run prints everything; nothing is asserted.
+512-row prefill: the median wall time of the quantized product with float32 activations (exact
+but for summation order), with 8-bit activations (`activations="int8"`, decode rows only) and of
+the float32 `nn.Linear`, taken in alternating rounds; the weight bytes each reads per second; and
+float32 time / quantized time (above 1: the quantized product is faster). The load average is
+printed before and after: on a shared machine wall times include other processes' turns. One
+run prints everything; nothing is asserted.
 
     .venv/bin/python benchmarks/bench_quant_kernels.py
     .venv/bin/python benchmarks/bench_quant_kernels.py --model /work/models/qwen2.5-coder-0.5b-instruct.gguf \
@@ -15,7 +18,9 @@ the quantized product is faster). One run prints everything; nothing is asserted
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import warnings
 import time
 from pathlib import Path
 
@@ -23,7 +28,7 @@ import gguf
 import torch
 from torch import nn
 
-from hitrate.engine.quant import QuantLinear, native
+from hitrate.engine.quant import QuantLinear, matrix, native
 
 DEFAULT_MODEL = Path("/work/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
 DEFAULT_TENSORS = ("blk.0.attn_q.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight", "blk.11.ffn_down.weight",
@@ -42,15 +47,16 @@ def median_seconds(run, budget_s: float, most: int = 50) -> float:
     return statistics.median(times)
 
 
-def compare(quant: QuantLinear, dense: nn.Linear, rows: int, budget_s: float) -> tuple[float, float]:
-    """Medians of the two products on the same input, taken in alternating rounds so a load that
-    comes and goes touches both."""
-    x = torch.randn(rows, quant.in_features)
-    quant_times, dense_times = [], []
-    for _ in range(3):
-        quant_times.append(median_seconds(lambda: quant(x), budget_s / 3))
-        dense_times.append(median_seconds(lambda: dense(x), budget_s / 3))
-    return statistics.median(quant_times), statistics.median(dense_times)
+def compare(systems: dict[str, nn.Module], rows: int, in_features: int, budget_s: float) -> dict[str, float]:
+    """Median seconds of each system on the same input, taken in alternating rounds so a load that
+    comes and goes touches all of them."""
+    x = torch.randn(rows, in_features)
+    rounds = 3 if rows <= 8 else 1
+    times: dict[str, list[float]] = {name: [] for name in systems}
+    for _ in range(rounds):
+        for name, system in systems.items():
+            times[name].append(median_seconds(lambda: system(x), budget_s / rounds, most=50 if rows <= 8 else 3))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -63,15 +69,18 @@ def main() -> None:
     args = parser.parse_args()
     reason = native.unavailable_reason()
     print(f"kernels: {'built' if reason is None else 'unavailable: ' + reason}; torch {torch.__version__}")
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")  # the map is read only
     reader = gguf.GGUFReader(args.model)
     by_name = {t.name: t for t in reader.tensors}
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'matrix':<24} {'type':<5} {'[out x in]':>14} {'thr':>3} {'rows':>4} {'quant ms':>9} {'GB/s':>6} "
-          f"{'f32 ms':>9} {'GB/s':>6} {'f32/quant':>9}")
+          f"{'int8 ms':>8} {'GB/s':>6} {'f32 ms':>9} {'GB/s':>6} {'f32/quant':>9} {'f32/int8':>8}")
     for name in args.tensors:
         tensor = by_name[name]
         in_features, out_features = (int(n) for n in tensor.shape)
         blocks = torch.from_numpy(tensor.data)  # the memory map, not a copy
         quant = QuantLinear(tensor.tensor_type, blocks, out_features, in_features)
+        int8 = QuantLinear(tensor.tensor_type, blocks, out_features, in_features, activations="int8")
         dense = nn.Linear(in_features, out_features, bias=False)
         with torch.no_grad():
             dense.weight.copy_(quant.dequantize())
@@ -81,12 +90,19 @@ def main() -> None:
             for threads in args.threads:
                 torch.set_num_threads(threads)
                 for rows in args.rows:
-                    budget = args.budget * (3 if rows >= 64 else 1)
-                    q, d = compare(quant, dense, rows, budget)
-                    print(f"{name:<24} {tensor.tensor_type.name:<5} {shape:>14} {threads:>3} {rows:>4} {q * 1e3:>9.3f} "
-                          f"{quant_bytes / q / 1e9:>6.1f} {d * 1e3:>9.3f} {dense_bytes / d / 1e9:>6.1f} {d / q:>9.2f}",
-                          flush=True)
+                    systems = {"quant": quant, "f32": dense}
+                    if rows <= matrix.DECODE_ROWS and int8.matrix.int8_activations:
+                        systems["int8"] = int8
+                    t = compare(systems, rows, in_features, args.budget * (3 if rows > 8 else 1))
+                    i8 = (f"{t['int8'] * 1e3:>8.3f} {quant_bytes / t['int8'] / 1e9:>6.1f}" if "int8" in t
+                          else f"{'-':>8} {'-':>6}")
+                    ratio8 = f"{t['f32'] / t['int8']:>8.2f}" if "int8" in t else f"{'-':>8}"
+                    print(f"{name:<24} {tensor.tensor_type.name:<5} {shape:>14} {threads:>3} {rows:>4} "
+                          f"{t['quant'] * 1e3:>9.3f} {quant_bytes / t['quant'] / 1e9:>6.1f} {i8} "
+                          f"{t['f32'] * 1e3:>9.3f} {dense_bytes / t['f32'] / 1e9:>6.1f} {t['f32'] / t['quant']:>9.2f} "
+                          f"{ratio8}", flush=True)
         del dense
+    print(f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
