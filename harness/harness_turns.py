@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 ENDED = "the model ended its turn"
 EMPTY = "the model sent an empty reply"
 SUBMITTED = "the model submitted its work"
+TEXT_PROTOCOL_HINT = "--tool-protocol text"
 
 
 def reply_text(assistant: AssistantMessage | None) -> str:
@@ -63,7 +64,8 @@ class HarnessTurns:
         if assistant is None:
             return EMPTY
         if shape is not None:
-            return f"the repair turn did not produce a call (the reply again contains {shape.describe()})"
+            return (f"the repair turn did not produce a call (the reply again contains {shape.describe()}); "
+                    f"a model that writes its calls as text does better with {TEXT_PROTOCOL_HINT}")
         return f"{ENDED} (after a repair turn)" if self._repaired else ENDED
 
     def called(self) -> None:

@@ -71,6 +71,7 @@ def test_a_second_call_shaped_reply_ends_the_run_and_says_so(workspace, ledger):
     assert result.status == "end_turn"
     assert result.detail.startswith("the repair turn did not produce a call")
     assert "`deep_merge`, which is not one of your tools" in result.detail
+    assert result.detail.endswith("does better with --tool-protocol text")
     assert result.harness_turns == {"repair": 1}
     text = out.getvalue()
     assert "[repair] a call of `deep_merge`, which is not one of your tools: " in text
