@@ -146,7 +146,7 @@ def eval_command(
     label: Annotated[Optional[str], typer.Option("--label", help="A name for the run.")] = None,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most model calls per task, over each task's own max_steps.")] = None,
     max_wall: Annotated[Optional[float], typer.Option("--max-wall", min=0.001, help="Seconds per task, over each task's own max_wall_s.")] = None,
-    tool_protocol: Annotated[Optional[str], typer.Option("--tool-protocol", help="native (the API's function calling) or text (one fenced shell block per reply, for models whose function calling is unreliable). Default: the model's tool_protocol in the config file, else native.")] = None,
+    tool_protocol: Annotated[Optional[str], typer.Option("--tool-protocol", help="native (the API's function calling) or text (one fenced shell block per reply, for models whose function calling is unreliable). Default: the model's tool_protocol in the config file, else text for the packaged small models (hitrate models), native for the rest.")] = None,
     repos: Annotated[Optional[str], typer.Option("--repos", help="swebench suites: folder of local clones or mirrors (default: repos/ beside the JSONL).")] = None,
     db: Annotated[Optional[Path], typer.Option("--db", help="Ledger file (default: $HITRATE_DB or the user data dir).")] = None,
     keep_workspaces: Annotated[bool, typer.Option("--keep-workspaces", help="Keep each task's workspace copy (its path goes in the task's ledger detail).")] = False,

@@ -127,8 +127,9 @@ def run_command(
     ),
     tool_protocol: Optional[str] = typer.Option(
         None, "--tool-protocol", help="native (the API's function calling) or text (one fenced shell block per reply, "
-        "its output the next turn: for models whose function calling is unreliable). Default: the model's "
-        "`tool_protocol` in the config file ([models.\"<spec>\"]), else native.",
+        "its output the next turn: for models whose function calling is unreliable). Default: the "
+        "per-model `tool_protocol` in the config file, else text for the packaged small models (hitrate models), "
+        "native for the rest.",
     ),
     json_events: bool = typer.Option(False, "--json", help="Print one JSON event per line instead of text."),
     db: Optional[Path] = typer.Option(None, "--db", help="Ledger file (default: $HITRATE_DB or the user data dir)."),
