@@ -125,6 +125,8 @@ def resolve_target(device: str | torch.device | None) -> torch.device:
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, target: torch.device) -> torch.dtype:
+    if isinstance(dtype, str) and dtype.lower() in AS_SHIPPED_NAMES:
+        raise EngineError(f"--dtype {dtype} keeps a .gguf file's weights as shipped; this model is not a .gguf file")
     try:
         return modelinfo.resolve_dtype(dtype, target)
     except ValueError as exc:

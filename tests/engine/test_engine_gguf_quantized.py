@@ -132,3 +132,5 @@ def test_as_shipped_weights_are_a_cpu_choice():
     assert loading.gguf_weights_dtype("float32", torch.device("cpu")) == torch.float32
     with pytest.raises(EngineError, match="quantized kernels run on the CPU"):
         loading.gguf_weights_dtype("gguf", torch.device("cuda"))
+    with pytest.raises(EngineError, match="not a .gguf file"):
+        loading.resolve_dtype("gguf", torch.device("cpu"))
