@@ -190,6 +190,8 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
         targets = example_targets(files["example"], files["solution"])
     except (OSError, ValueError) as exc:
         return task_id, str(exc)
+    if track == "java" and (libraries := _gradle_libraries(exercise / "build.gradle")):
+        return task_id, f"its build.gradle needs {', '.join(libraries)}, which the offline Java runner (JUnit 5 and AssertJ) does not provide"
     task_dir = out / task_id
     # The solver sees the exercise without its tests, its reference and its docs (the instruction
     # carries those), nor build output left in the checkout.
@@ -244,6 +246,18 @@ def convert_exercise(exercise: Path, out: Path, source: Path) -> tuple[str, str 
     (task_dir / "instruction.md").write_text(text, encoding="utf-8")
     write_task_toml(task_dir, spec)
     return task_id, None
+
+
+_GRADLE_LIBRARY = re.compile(r"""^\s*(?:implementation|api|compile)\s*\(?\s*["']([^"':]+:[^"':]+(?::[^"']+)?)["']""", re.MULTILINE)
+
+
+def _gradle_libraries(build_gradle: Path) -> list[str]:
+    """Libraries a Java exercise's code depends on besides the test ones (hangman's RxJava,
+    rest-api's org.json)."""
+    try:
+        return _GRADLE_LIBRARY.findall(build_gradle.read_text(encoding="utf-8"))
+    except OSError:
+        return []
 
 
 _BOOST = re.compile(r"find_package\(\s*Boost\b[^)]*\bREQUIRED\b[^)]*\bCOMPONENTS\s+([^)]*)\)", re.IGNORECASE)

@@ -21,7 +21,7 @@ from typing import Any
 import platformdirs
 import tomlkit
 
-CONVERTER_VERSION = "7"
+CONVERTER_VERSION = "8"
 UNAVAILABLE_FILE = "_unavailable.json"
 _SKIP_DIRS = {".git", "target", "node_modules", "build", "__pycache__", ".pytest_cache"}
 

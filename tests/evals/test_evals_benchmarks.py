@@ -514,7 +514,7 @@ def test_javascript_exercises_need_their_test_packages_prepared_once(tmp_path, m
     assert not grade(task, agent).resolved
 
 
-def test_java_exercises_run_on_debians_junit_with_every_test_switched_on():
+def test_java_exercises_run_on_debians_junit_with_every_test_switched_on(tmp_path):
     from hitrate.evals.benchmarks.exercism import JUNIT_CONSOLE, TEST_JARS
 
     task = _real_polyglot().task("java-poker")
@@ -525,6 +525,13 @@ def test_java_exercises_run_on_debians_junit_with_every_test_switched_on():
     assert hidden.count("@Test") == published.count("@Test")
     assert requirements.unmet(grader.model_copy(update={"files": ["/nonexistent/junit.jar"]})) == (
         "its test runner needs files not installed here: /nonexistent/junit.jar")
+    # rest-api's build.gradle adds a library of its own (org.json): the offline runner has none.
+    track = tmp_path / "java" / "exercises" / "practice"
+    shutil.copytree(REAL_POLYGLOT / "java/exercises/practice/poker", track / "rest-api")
+    gradle = track / "rest-api" / "build.gradle"
+    gradle.write_text(gradle.read_text().replace("dependencies {\n", 'dependencies {\n    implementation "org.json:json:20190722"\n\n'))
+    assert load_suite(resolve_suite(f"aider-polyglot:{tmp_path}")).unavailable == {
+        "java-rest-api": "its build.gradle needs org.json:json:20190722, which the offline Java runner (JUnit 5 and AssertJ) does not provide"}
     if any(shutil.which(p) is None for p in ("javac", "java")) or not all(Path(f).is_file() for f in (JUNIT_CONSOLE, *TEST_JARS)):
         pytest.skip("no JDK, or Debian's JUnit 5 / AssertJ jars (apt-get install junit5 libassertj-core-java)")
     [check] = check_tasks([task], workers=1)
