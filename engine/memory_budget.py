@@ -57,8 +57,9 @@ def check(plan: MemoryPlan, available: int | None = None) -> None:
         hints.append(f"--copy-budget (MiB of weight copies for batched decode, up to {_gib(plan.copies)} now; 0 for none)")
     hints.append("--max-batch (rows of the batch buffer)")
     raise MemoryBudgetError(
-        f"not enough memory: the weights take {_gib(plan.weights)}, the K/V pool {_gib(plan.pool)} and weight "
-        f"copies up to {_gib(plan.copies)}, {_gib(plan.total)} with {_gib(HEADROOM_BYTES)} of headroom, but only "
+        f"not enough memory: the weights take {_gib(plan.weights)}, the K/V pool {_gib(plan.pool)}"
+        + (f", weight copies up to {_gib(plan.copies)}" if plan.copies else "")
+        + f": {_gib(plan.total)} with {_gib(HEADROOM_BYTES)} of headroom, but only "
         f"{_gib(available)} is available; lower " + ", ".join(hints)
         + (", or keep the GGUF file's weights as shipped (--dtype gguf)" if plan.dequantized else "")
     )
