@@ -2,7 +2,8 @@
 
 Runs each command as a user would (the installed `hitrate` script, a fresh process each time) and
 prints the median wall time of several runs and its ratio to `python -c pass` measured in the same
-run. Goals on the project's 2-core machine: `hitrate --help` <= 0.5 s, `hitrate ledger` <= 1 s.
+run. Goals on the project's 2-core machine: `hitrate --help` <= 0.5 s, `hitrate ledger` <= 1 s, and
+a command given a bad model spec or a missing workspace refuses it in <= 0.5 s.
 
 Usage: python benchmarks/bench_startup.py [--runs N]
 """
@@ -55,7 +56,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "ledger.db"
         _fill(db)
-        env = {**os.environ, "HITRATE_DB": str(db), "COLUMNS": "80"}
+        env = {**os.environ, "HITRATE_DB": str(db), "COLUMNS": "80", "ANTHROPIC_API_KEY": "unused"}
+        missing = str(Path(tmp) / "missing")
         baseline = _time([sys.executable, "-c", "pass"], args.runs, env)
         commands = [
             ("hitrate --help", [hitrate, "--help"], 0.5),
@@ -64,6 +66,14 @@ def main() -> None:
             ("hitrate ledger (50 sessions, 1,000 calls)", [hitrate, "ledger"], 1.0),
             ("hitrate ledger --by model", [hitrate, "ledger", "--by", "model"], None),
             ("hitrate run --help", [hitrate, "run", "--help"], None),
+            # Bad input is refused before the router and the provider SDKs load.
+            ("hitrate run -m gpt-4 (refused)", [hitrate, "run", "-m", "gpt-4", "x"], 0.5),
+            ("hitrate run -w /missing (refused)", [hitrate, "run", "-m", "anthropic/claude-sonnet-5", "-w", missing, "x"], 0.5),
+            ("hitrate tui -m gpt-4 (refused)", [hitrate, "tui", "-m", "gpt-4"], 0.5),
+            ("hitrate tui -w /missing (refused)", [hitrate, "tui", "-m", "anthropic/claude-sonnet-5", "-w", missing], 0.5),
+            ("hitrate lint -m gpt-4 (refused)", [hitrate, "lint", "-m", "gpt-4"], 0.5),
+            ("hitrate eval basic --model gpt-4 (refused)", [hitrate, "eval", "basic", "--model", "gpt-4"], 0.5),
+            ("hitrate whatif --as gpt-4 (refused)", [hitrate, "whatif", "x", "--as", "gpt-4"], 0.5),
         ]
         print(f"median of {args.runs} runs; python -c pass: {baseline * 1000:.0f} ms")
         print(f"{'command':<44} {'time':>8} {'× pass':>8} {'goal':>7}")

@@ -90,30 +90,24 @@ def tui_command(
 
     Every call's read / write / fresh / output tokens, the session's cost and Σ-hit ratio, how long
     the cached prefix stays warm, and why any call missed. /help inside lists the commands."""
-    # Imported here so `hitrate --help` stays quick: Textual and the provider SDKs are only loaded
-    # for this command.
-    from hitrate.harness.agent import AgentLimits
-    from hitrate.harness.compaction_settings import compaction_keys
-    from hitrate.harness.checkpoints import CheckpointError, Checkpoints
+    # Bad input is refused before anything heavy loads (Textual, the router, the provider SDKs: seconds
+    # of CPU on a busy machine); `hitrate --help` never loads them at all.
+    from hitrate.harness.commands.early_checks import check_spec
     from hitrate.harness.commands.models import default_model_or_offer
-    from hitrate.harness.defaults import config_path
-    from hitrate.harness.keepalive import KeepAliveConfig
+    from hitrate.harness.defaults import chosen_effort, config_path
     from hitrate.harness.models import ModelSpecError
-    from hitrate.harness.permissions import Permissions, PermissionRuleError
-    from hitrate.harness.defaults import chosen_effort
-    from hitrate.harness.router import Router
-    from hitrate.harness.session import SessionConfig
-    from hitrate.tui.app import HitrateApp
-    from hitrate.tui.harness_link import HarnessLink
 
     if permissions not in (None, "ask", "allow", "deny"):
         _fail(f"--permissions must be ask, allow or deny, not {permissions!r}")
     if cache_ttl not in (None, "5m", "1h"):
         _fail(f"--cache-ttl must be 5m or 1h, not {cache_ttl!r}")
-    try:
-        rules = Permissions.load(config_path(), default=permissions)  # type: ignore[arg-type]
-    except PermissionRuleError as exc:
-        _fail(str(exc))
+    if resume is None and workspace is not None and not workspace.expanduser().is_dir():
+        _fail(f"workspace {workspace.expanduser().resolve()} is not a directory")
+    if model is not None:
+        try:
+            check_spec(model)  # a misspelt --model or a missing key: refused before the router loads
+        except ModelSpecError as exc:
+            _fail(str(exc))
     try:
         level = chosen_effort(effort)
     except ModelSpecError as exc:
@@ -127,8 +121,28 @@ def tui_command(
     ws = (workspace or Path(".")).expanduser().resolve()
     if not ws.is_dir():
         _fail(f"workspace {ws} is not a directory")
+    from hitrate.harness.permissions import PermissionRuleError, Permissions
+
+    try:
+        rules = Permissions.load(config_path(), default=permissions)  # type: ignore[arg-type]
+    except PermissionRuleError as exc:
+        _fail(str(exc))
     try:
         spec = model or stored_spec or default_model_or_offer()
+        check_spec(spec)
+    except ModelSpecError as exc:  # NoModelError too
+        _fail(str(exc))
+
+    from hitrate.harness.agent import AgentLimits
+    from hitrate.harness.checkpoints import CheckpointError, Checkpoints
+    from hitrate.harness.compaction_settings import compaction_keys
+    from hitrate.harness.keepalive import KeepAliveConfig
+    from hitrate.harness.router import Router
+    from hitrate.harness.session import SessionConfig
+    from hitrate.tui.app import HitrateApp
+    from hitrate.tui.harness_link import HarnessLink
+
+    try:
         if spec.startswith("local/"):
             typer.echo(f"loading {spec} …", err=True)
         link = HarnessLink(

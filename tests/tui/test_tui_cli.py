@@ -139,3 +139,33 @@ def test_permissions_flag_and_config_rules_reach_the_app(tmp_path, monkeypatch):
     assert permissions.decide("shell", {"command": "git status"})[0] == "allow"
     assert permissions.decide("edit_file", {"path": "a"}) == ("deny", None)  # the flag's default
     assert checkpoints is not None and checkpoints.workspace == tmp_path.resolve()
+
+
+_REJECTED = """
+import sys
+from hitrate.harness.cli import main
+sys.argv = ["hitrate", "tui", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exit:
+    code = exit.code
+heavy = ("hitrate.harness.router", "hitrate.harness.session", "textual", "anthropic", "openai", "hitrate.tui.app")
+print(code, [name for name in heavy if name in sys.modules])
+"""
+
+
+def test_bad_input_is_refused_before_the_heavy_modules_load(tmp_path):
+    """A misspelt model, a missing key or a missing folder is refused from the spec's text and the
+    environment: the router, the provider SDKs and Textual are never imported (seconds of CPU)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["HITRATE_CONFIG"] = str(tmp_path / "none.toml")
+    for args, message in ((["-m", "gpt-4"], "has no provider"),
+                          (["-m", "anthropic/claude-sonnet-4-6", "-w", str(tmp_path)], "ANTHROPIC_API_KEY"),
+                          (["-m", "openai-compat/m@http://127.0.0.1:9/v1", "-w", str(tmp_path / "missing")], "is not a directory")):
+        done = subprocess.run([sys.executable, "-c", _REJECTED, *args], capture_output=True, text=True, env=env, timeout=120)
+        assert message in done.stderr, (args, done.stderr)
+        assert done.stdout.strip() == "2 []", (args, done.stdout)
