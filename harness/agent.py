@@ -241,8 +241,8 @@ class Agent:
                 if stop == "context_window_exceeded":
                     status, detail = "context_full", self._context_full(assistant)
                     break
-                if session.tool_protocol == "text" and not self.policy.replays and not cut_off:
-                    ended = turns.text_reply(steps, assistant, self.cancel)
+                if session.tool_protocol == "text" and not self.policy.replays:
+                    ended = turns.text_reply(steps, assistant, self.cancel, cut_off=cut_off)
                     if ended is not None:
                         status, detail = "end_turn", ended
                         break

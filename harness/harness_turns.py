@@ -87,10 +87,16 @@ class HarnessTurns:
 
         return check
 
-    def text_reply(self, step: int, assistant: AssistantMessage | None, cancel: threading.Event | None) -> str | None:
+    def text_reply(
+        self, step: int, assistant: AssistantMessage | None, cancel: threading.Event | None, *, cut_off: bool = False,
+    ) -> str | None:
         """A reply under the text protocol: run its command (None: the run goes on), answer a
-        malformed reply with a format-error turn (None), or say why the run ends."""
+        malformed reply with a format-error turn (None), or say why the run ends. A reply cut off
+        at the output limit still runs its block when the block closed before the cut."""
         action = parse_reply(reply_text(assistant), self._tool_names)
+        if cut_off and action.kind == "format_error":
+            action = action.model_copy(update={"problem": "your reply was cut off at the output token limit before one "
+                                               "complete ```bash block; keep replies short"})
         if action.kind == "finish":
             return SUBMITTED
         if action.kind == "format_error":

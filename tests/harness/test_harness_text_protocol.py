@@ -171,3 +171,17 @@ def test_real_replies_of_a_small_model_are_one_command_each():
     watch = RepeatedFailures()
     nudges = [watch.observe("shell", json.dumps({"command": a.command}), "same error", True) for a in actions]
     assert sum(n is not None for n in nudges) == 3
+
+
+def test_a_cut_off_reply_runs_a_block_that_closed_and_is_told_when_none_did(workspace, ledger):
+    route = scripted_route([
+        {"text": block("ls") + "Now I will explain at length why", "stop_reason": "max_tokens"},
+        {"text": "Let me write it:\n```bash\ncat <<'EOF' > calc.py\ndef add(a, b):", "stop_reason": "max_tokens"},
+        {"text": block(FINISH_COMMAND)},
+    ])
+    events = EventList()
+    result = Agent(make_session(route, workspace, ledger, events)).run("Fix add")
+    assert [e.name for e in events.of(ToolCallStarted)] == ["shell"]
+    [turn] = events.of(HarnessTurn)
+    assert turn.kind == "format_error" and "cut off at the output token limit" in turn.reason
+    assert result.detail == "the model submitted its work"
