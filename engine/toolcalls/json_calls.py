@@ -44,7 +44,10 @@ _SEPARATORS = " \t\r\n;,"
 
 def call_or_none(obj: Any, tool_names: frozenset[str]) -> ToolCall | None:
     """`obj` as a call to a declared tool, or None when it is any other JSON."""
-    if not isinstance(obj, dict) or not obj.keys() <= _CALL_KEYS or obj.get("name") not in tool_names:
+    if not isinstance(obj, dict) or not obj.keys() <= _CALL_KEYS:
+        return None
+    name = obj.get("name")
+    if not isinstance(name, str) or name not in tool_names:
         return None
     if ("arguments" in obj) == ("parameters" in obj) or obj.get("type", "function") != "function":
         return None

@@ -12,14 +12,18 @@ import pytest
 
 from hitrate.engine.toolcalls import ToolCallStreamSplitter, parse_tool_calls
 
-FIXTURES = sorted((Path(__file__).parents[1] / "fixtures" / "model_outputs").glob("*.json"))
-REPLIES = [(path.stem, i, reply, json.loads(path.read_text(encoding="utf-8"))["prompts"][reply["scenario"]]["tools"])
-           for path in FIXTURES
-           for i, reply in enumerate(json.loads(path.read_text(encoding="utf-8"))["replies"])]
+# Captures of single replies (other files in the folder record whole sessions); a reply counts once
+# a person has read it and written down its calls (`expected_calls`).
+CAPTURES = {path.stem: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted((Path(__file__).parents[1] / "fixtures" / "model_outputs").glob("*.json"))}
+CAPTURES = {name: data for name, data in CAPTURES.items() if isinstance(data, dict) and "replies" in data}
+REPLIES = [(name, i, reply, data["prompts"][reply["scenario"]]["tools"])
+           for name, data in CAPTURES.items()
+           for i, reply in enumerate(data["replies"]) if "expected_calls" in reply]
 
 
 def test_fixtures_cover_the_shapes_small_models_write():
-    assert len(FIXTURES) >= 1 and len(REPLIES) >= 10
+    assert len(CAPTURES) >= 1 and len(REPLIES) >= 10
     shapes = " | ".join(r["shape"] for _, _, r, _ in REPLIES)
     for shape in ("fenced json call", "bare call", "naming the task's function", "prose"):
         assert shape in shapes

@@ -228,6 +228,9 @@ def test_json_that_is_not_a_call_to_a_declared_tool_stays_text():
         # another language, or an object in the middle of a line
         '```python\n{"name": "read_file", "arguments": {"path": "a"}}\n```',
         'The call was {"name": "read_file", "arguments": {"path": "a"}}',
+        # a name that is not a string
+        '{"name": {"read_file": 1}, "arguments": {}}',
+        '```json\n{"name": ["read_file"], "arguments": {}}\n```',
         # broken JSON
         '```json\n{"name": "read_file", "arguments": {"path": }}\n```',
         # arguments that are not an object, or both keys
@@ -330,7 +333,7 @@ def test_a_fence_opening_is_decided_within_a_few_characters():
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(list(' \n{}[]`":,ab') + ["```", "```json\n", '{"name": ', '"read_file"', '"f"',
                                                           '"arguments": {}', "<tool_call>", "}\n```\n", "json",
-                                                          "[TOOL_CALLS]", "<|python_tag|>"]),
+                                                          "[TOOL_CALLS]", "<|python_tag|>", '{"name": {}, ']),
                 max_size=30).map("".join),
        st.lists(st.integers(0, 60), max_size=6))
 def test_stream_always_ends_like_the_whole_parse(text, cuts):
