@@ -147,7 +147,7 @@ def tables(report: Report) -> Group:
     for label, bucket in columns:
         row(f"  {label}", [tokens_text(b, bucket) for b in blocks])
     row("Σ-hit ratio", [percent(b.tokens.hit_ratio) for b in blocks])
-    row("any-hit calls", [_share(b.tokens.calls_with_hit_share, b.tokens.calls) for b in blocks])
+    row("any-hit calls", [_share(b.tokens.calls_with_hit_share, _calls_with_known_read(b), b.tokens.calls) for b in blocks])
     row("calls with a miss", [_share(_miss_share(b), b.tokens.calls) for b in blocks], end_section=True)
     row("task wall p50 / p90", [f"{seconds(b.task_wall_s.p50)} / {seconds(b.task_wall_s.p90)}" for b in blocks])
     row("TTFT p50 / p90", [f"{seconds(b.ttft_s.p50)} / {seconds(b.ttft_s.p90)}" for b in blocks])
@@ -209,11 +209,18 @@ def _end_reasons(blocks: list[Block], label_of: Any) -> list[Any]:
     return [Text(""), table]
 
 
-def _share(share: float | None, calls: int) -> str:
-    """`97% (31/32)`: a share of calls with the counts it comes from."""
+def _share(share: float | None, calls: int, of_all: int | None = None) -> str:
+    """`97% (31/32)`: a share of calls with the counts it comes from; `of_all`: every call, when
+    the share is of fewer (`50% (1/2; 1 unknown)`: one call reported no read count)."""
     if share is None or not calls:
         return "-"
-    return f"{share:.0%} ({round(share * calls)}/{calls})"
+    unknown = (of_all or calls) - calls
+    return f"{share:.0%} ({round(share * calls)}/{calls}" + (f"; {unknown} unknown)" if unknown else ")")
+
+
+def _calls_with_known_read(block: Block) -> int:
+    """The calls the any-hit share is over: those that reported a cache-read count."""
+    return block.tokens.calls - block.tokens.unknown.get("cache_read", 0)
 
 
 def _miss_share(block: Block) -> float | None:

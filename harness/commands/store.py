@@ -99,7 +99,8 @@ def _print_prices(table: PriceTable, wanted: list[ModelPrice]) -> None:
     screen.print("in, out: input and output; w5m … w12h: cache writes by TTL; read: cache reads; "
                  "min: shortest cacheable prompt, in tokens.", style="dim")
     if any(not e.current.confirmed for e in wanted):
-        screen.print("(?): not yet confirmed by the provider's price page.", style="dim")
+        screen.print("(?): from the source its note names, not yet confirmed on the provider's own price page.",
+                     style="dim")
     for note in notes:
         # Notes wrap at spaces (never inside a rate or a URL): each is one line in a wide terminal.
         screen.print(note, overflow="fold")
@@ -223,7 +224,8 @@ def _tier_notes(entry: ModelPrice, schedule: PriceSchedule) -> str:
         if older is not schedule and older.effective_until is not None:
             parts.append(f"until {older.effective_until.isoformat()}: {_rates(older.tiers[0])}")
     if schedule.effective_from is not None:
-        parts.append(f"since {schedule.effective_from.isoformat()}")
+        # Said of the rates in the table row, so it never reads as a fragment after another note.
+        parts.append(f"the rates above since {schedule.effective_from.isoformat()}")
     if not entry.writes_billed:
         parts.append("writes free")
     if schedule.effective_until is not None:

@@ -125,8 +125,29 @@ def test_cli_json_and_html_to_files_with_pictures(ledger_path, tmp_path):
 
 def test_cli_errors_are_clear(ledger_path, tmp_path):
     result = run_cli("report", "nope", "--db", str(ledger_path))
-    assert result.exit_code == 2 and "no run 'nope'" in result.output
+    assert result.exit_code == 2 and "no run id starts with 'nope'" in result.output
     result = run_cli("report", "run-cold", "--db", str(ledger_path), "--format", "pdf")
     assert result.exit_code == 2 and "--format" in result.output
     result = run_cli("report", "run-cold", "--db", str(tmp_path / "missing.db"))
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_any_hit_share_names_the_calls_it_is_over(tmp_path):
+    """The share is over the calls that reported a read count: one hit of one known call, beside
+    one call without a count, reads "100% (1/1; 1 unknown)", never "100% (2/2)"."""
+    from rich.console import Console
+
+    from hitrate.evals.report_render import tables
+    from hitrate.store.usage import Usage
+    from test_evals_report import add_task, usage
+
+    with Ledger(tmp_path / "ledger.db") as ledger:
+        run = ledger.start_run("mixed", {"model": "claude-sonnet-4-6", "layout": "cache-aware", "cache_mode": "cold"}, run_id="run-mixed")
+        no_read_count = Usage(fresh_input=900, output=40)
+        add_task(ledger, run.id, "task-0", "pass", [(usage(800, 0, 100), 0.01, 0.5, None, 0, 0.0),
+                                                    (no_read_count, 0.01, 0.5, None, 0, 0.0)])
+        report = build_report(ledger, ["run-mixed"])
+    console = Console(width=80, record=True, color_system=None)
+    console.print(tables(report))
+    row = next(line for line in console.export_text().splitlines() if line.startswith("any-hit calls"))
+    assert row.split()[-4:] == ["100%", "(1/1;", "1", "unknown)"], row

@@ -207,3 +207,14 @@ def test_ledger_shows_flagged_calls_with_their_flags(app: typer.Typer, tmp_path:
     listed = json.loads(runner.invoke(app, ["ledger", "--db", str(path), "--flagged", "--json"]).output)
     assert len(listed) == 1 and listed[0]["raw_usage"] == raw
     assert [f.split(":")[0] for f in listed[0]["flags"]] == ["cache_write_split_short"]
+
+
+def test_prices_notes_say_what_a_date_and_a_question_mark_mean(app: typer.Typer) -> None:
+    out = runner.invoke(app, ["prices", "--model", "sonnet-5-5"], env={"COLUMNS": "80"}).output
+    notes = " ".join(out.split())
+    # A price that changed: the old rates until the date, and the table's rates since it.
+    assert "until 2026-10-07: in 2 out 10" in notes and "the rates above since 2026-10-07;" in notes
+    assert "; since 2026-10-07" not in notes
+    fable = runner.invoke(app, ["prices", "--model", "fable-5-2"], env={"COLUMNS": "80"}).output
+    assert "claude-fable-5-2 (?)" in fable
+    assert "(?): from the source its note names, not yet confirmed on the provider's own price page." in " ".join(fable.split())
