@@ -81,10 +81,31 @@ def checked_line(prompt: Prompt, rules: CacheRules, docs: Sequence[str], tool_co
             f"mark(s) against {rules.family}'s rules ({minimum}, {marks}).")  # fmt: skip
 
 
+_SEVERITY = {"error": 0, "warning": 1, "info": 2}
+
+
+def one_per_value(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings with one per quoted value and place: the date in AGENTS.md line 3 is a
+    volatile date (info) and, being today's, a per-run value (warning); the user has one thing to
+    edit, so it is reported once, at the higher severity."""
+    kept: dict[tuple[str | None, str | None, str], Finding] = {}
+    order: list[tuple[str | None, str | None, str]] = []
+    for finding in findings:
+        quoted = _QUOTED.search(finding.message)
+        key = (finding.section, finding.location, quoted.group("value") if quoted else f"#{len(order)}")
+        if key not in kept:
+            order.append(key)
+            kept[key] = finding
+        elif _SEVERITY.get(finding.severity, 3) < _SEVERITY.get(kept[key].severity, 3):
+            kept[key] = finding
+    return [kept[key] for key in order]
+
+
 def report_lines(findings: Sequence[Finding], rules: CacheRules, width: int) -> list[str]:
-    """Each finding: severity, code and where; the message; the fix. Wrapped between words."""
+    """Each finding (one per value and place): severity, code and where; the message; the fix.
+    Wrapped between words."""
     lines: list[str] = []
-    for f in findings:
+    for f in one_per_value(findings):
         lines.append(f"{f.severity} {f.code} [{_where(f)}]")
         lines += textwrap.wrap(f.message, width, initial_indent="  ", subsequent_indent="  ", break_long_words=False,
                                break_on_hyphens=False)  # fmt: skip
