@@ -392,6 +392,7 @@ class TaskAttempt:
         last = tries[-1] if tries else {}
         detail = {
             "session_id": session.id,
+            "tool_protocol": session.tool_protocol,
             "agent_status": last.get("agent_status"),
             "agent_detail": last.get("agent_detail"),
             "f2p_passed": last.get("f2p_passed"),

@@ -90,10 +90,14 @@ class ConfigKey(BaseModel):
     policy: str | None = None
     """"replay" for runs whose tool calls were replayed: their pass rate measures the replayed
     sequence, not the model, so they never share a block with runs where the model decided."""
+    protocol: str | None = None
+    """"text" for runs under the text tool protocol (one shell block per reply); None: native calls."""
 
     @property
     def label(self) -> str:
         parts = [part or "?" for part in (_short_model(self.model), self.layout, self.cache_mode)]
+        if self.protocol == "text":
+            parts.append("text protocol")
         if self.policy == "replay":
             parts.append("replay")
         return " · ".join(parts)
@@ -240,6 +244,9 @@ class Report(BaseModel):
     blocks: list[Block]
     trajectory: Trajectory | None = None
     """The calls of one task, for the per-call picture."""
+    compared: list[Trajectory] = []
+    """The same task in each other block (the naive layout beside the cache-aware one), drawn on
+    the same token scale below it."""
     priced_as: PricedAs | None = None
     """Set when every cost in the report was re-priced at one model's rates (`--price-as`)
     instead of the ledger's recorded costs."""
@@ -311,7 +318,8 @@ def build_report(
             for r in runs
         ],
         blocks=blocks,
-        trajectory=_trajectory(groups, blocks, trajectory_task),
+        trajectory=(trajectory := _trajectory(groups, blocks, trajectory_task)),
+        compared=_same_task_elsewhere(groups, blocks, trajectory),
         priced_as=repricer.summary() if repricer is not None else None,
     )
 
@@ -336,6 +344,7 @@ def _task_key(run: RunRecord, task: TaskRecord, calls: Sequence[CallRecord]) -> 
         layout=normalize_tag(pick("layout", from_calls="layout")),
         cache_mode=normalize_tag(pick("cache_mode", "cache", from_calls="cache_mode")),
         policy=_replay_tag(task.detail.get("policy") or run.config.get("policy")),
+        protocol="text" if task.detail.get("tool_protocol") == "text" else None,
     )
 
 
@@ -480,6 +489,24 @@ def _trajectory(groups: dict[ConfigKey, _Group], blocks: list[Block], wanted: st
         if chosen is None or not chosen[2]:
             return None
     key, task, calls = chosen
+    return _bars(key, task, calls)
+
+
+def _same_task_elsewhere(groups: dict[ConfigKey, _Group], blocks: list[Block], shown: Trajectory | None) -> list[Trajectory]:
+    """The task of `shown`, by name, in every other block that ran it."""
+    if shown is None:
+        return []
+    found = []
+    for block in blocks:
+        if block.key.label == shown.block:
+            continue
+        match = next(((task, calls) for task, calls in groups[block.key].tasks if task.name == shown.task_name and calls), None)
+        if match is not None:
+            found.append(_bars(block.key, *match))
+    return found
+
+
+def _bars(key: ConfigKey, task, calls) -> Trajectory:
     bars = [
         CallBar(
             number=i,

@@ -61,7 +61,11 @@ def test_text_protocol_eval_passes_and_records_harness_turns(tmp_path):
     assert attempt["agent_detail"] == "the model submitted its work"
     assert attempt["harness_turns"] == {"format_error": 1}
     stored = json.loads(json.dumps(row.detail))
-    assert stored["agent_status"] == "end_turn"
+    assert stored["agent_status"] == "end_turn" and stored["tool_protocol"] == "text"
+    from hitrate.evals.report import load_report
+
+    [block] = load_report(db, [result.run_id]).blocks
+    assert block.key.protocol == "text" and block.key.label.endswith("· text protocol")
 
 
 def test_the_report_says_how_runs_ended_and_what_the_harness_added(tmp_path):
