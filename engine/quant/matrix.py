@@ -10,7 +10,6 @@ dequantization, tile by tile: slow, but the same weights.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from . import formats, native
@@ -107,7 +106,3 @@ class QuantMatrix:
             y += bias
         return y
 
-
-def reference_dequantize(qtype: QuantType, blocks: torch.Tensor) -> np.ndarray:
-    """The `gguf` package's float32 weights of `blocks` (tests and `engine verify` compare with it)."""
-    return formats.dequantize_reference(qtype, blocks.numpy())
