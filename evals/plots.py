@@ -178,9 +178,16 @@ def short_label(label: str, limit: int = MISS_LABEL_CHARS) -> str:
     return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"
 
 
-def call_bars(trajectory: Trajectory, *, price_label: str | None = None) -> Figure:
+def longest_call(trajectories: list[Trajectory]) -> int:
+    """The most tokens any one call of `trajectories` has: a token scale they can all share."""
+    return max((sum(getattr(c, n) or 0 for n in ("read", "write", "fresh", "output")) for t in trajectories for c in t.calls),
+               default=0)
+
+
+def call_bars(trajectory: Trajectory, *, price_label: str | None = None, token_span: int | None = None) -> Figure:
     """One bar per call: read | write | fresh | output tokens; each missed call's label at its
-    bar's end, hits unmarked."""
+    bar's end, hits unmarked. `token_span`: the token scale to draw on (so that two layouts' pictures
+    compare bar for bar); default the longest bar."""
     calls = trajectory.calls
     fig = _mpl().Figure(figsize=(8.0, max(2.5, 0.32 * len(calls) + 1.4)), layout="constrained")
     ax = fig.add_subplot()
@@ -190,7 +197,7 @@ def call_bars(trajectory: Trajectory, *, price_label: str | None = None) -> Figu
         widths = [getattr(c, name) or 0 for c in calls]
         ax.barh(ys, widths, left=left, color=BUCKET_COLOURS[name], label=name, height=0.7)
         left = [a + b for a, b in zip(left, widths)]
-    span = max(left, default=0) or 1
+    span = max(token_span or 0, max(left, default=0)) or 1
     ax.set_xlim(0, span * 1.05)
     marks = []
     for y, end, call in zip(ys, left, calls):
@@ -268,13 +275,17 @@ def report_figures(report: Report) -> list[tuple[str, str, Figure]]:
         )
     ]
     if report.trajectory is not None:
-        figures.append(
-            (
-                "calls_per_task",
-                titled(f"Calls of task {report.trajectory.task_name}", label),
-                call_bars(report.trajectory, price_label=label),
+        # The same task in every layout and cache mode the report compares, on one token scale.
+        sides = [report.trajectory, *report.compared]
+        span = longest_call(sides)
+        for i, side in enumerate(sides):
+            figures.append(
+                (
+                    "calls_per_task" if i == 0 else f"calls_per_task_{i + 1}",
+                    titled(f"Calls of task {side.task_name} ({side.block})", label),
+                    call_bars(side, price_label=label, token_span=span),
+                )
             )
-        )
     return figures
 
 

@@ -75,13 +75,30 @@ def test_pictures_render_as_svg_and_png(report):
 
 def test_html_embeds_both_pictures_and_the_figures(report):
     page = html(report)
-    assert page.count("<svg") == 2
+    # The cost picture, and the per-call picture of the same task for each block (both sides).
+    assert page.count("<svg") == 2 + len(report.compared) == 4
     for b in report.blocks:
         assert b.key.label in page
     assert money(report.blocks[0].cost_per_passed_task_usd) in page
     assert "infra_error" in page
     png_page = html(report, picture_format="png")
-    assert png_page.count("data:image/png;base64,") == 2 and "<svg" not in png_page
+    assert png_page.count("data:image/png;base64,") == 4 and "<svg" not in png_page
+
+
+def test_the_per_call_picture_shows_the_task_on_every_side_on_one_scale(report):
+    from hitrate.evals.plots import report_figures
+
+    sides = [report.trajectory, *report.compared]
+    assert {side.task_name for side in sides} == {report.trajectory.task_name}
+    assert {side.block for side in sides} == {b.key.label for b in report.blocks}
+    pictures = [(stem, fig) for stem, _, fig in report_figures(report) if stem.startswith("calls_per_task")]
+    assert [stem for stem, _ in pictures] == ["calls_per_task", "calls_per_task_2", "calls_per_task_3"]
+    naive = next(i for i, side in enumerate(sides) if "naive" in side.block)
+    assert "naive" in pictures[naive][1].texts[0].get_text()  # the suptitle names the side
+    # One token scale: a bar as long in one picture stands for as many tokens in the other.
+    spans = [fig.axes[0].get_xlim()[1] for _, fig in pictures]
+    assert min(spans) >= max(sum(getattr(c, n) or 0 for n in ("read", "write", "fresh", "output"))
+                             for side in sides for c in side.calls)
 
 
 def run_cli(*args):
@@ -117,9 +134,10 @@ def test_cli_json_and_html_to_files_with_pictures(ledger_path, tmp_path):
     pics = tmp_path / "pics"
     result = run_cli("report", "run-cold", "run-naive", "--db", str(ledger_path), "-f", "html", "-o", str(page), "--pictures", str(pics))
     assert result.exit_code == 0, result.output
-    assert page.read_text().count("<svg") == 2
+    assert page.read_text().count("<svg") == 3  # the cost picture; the task's calls, cache-aware and naive
     assert sorted(p.name for p in pics.iterdir()) == [
-        "calls_per_task.png", "calls_per_task.svg", "cost_per_passed_task_vs_pass_rate.png", "cost_per_passed_task_vs_pass_rate.svg",
+        "calls_per_task.png", "calls_per_task.svg", "calls_per_task_2.png", "calls_per_task_2.svg",
+        "cost_per_passed_task_vs_pass_rate.png", "cost_per_passed_task_vs_pass_rate.svg",
     ]
 
 

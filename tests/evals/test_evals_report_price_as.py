@@ -139,7 +139,8 @@ def test_price_as_is_labelled_in_tables_html_and_pictures(ledger_path):
     assert f"<h1>Eval report <small>({label})</small></h1>" in page
     assert page.count(label) >= 5  # title, heading, note, summary, miss reasons, tasks
     figures = report_figures(report)
-    assert [stem for stem, _, _ in figures] == ["cost_per_passed_task_vs_pass_rate", "calls_per_task"]
+    # The task's calls in each of the two runs' blocks.
+    assert [stem for stem, _, _ in figures] == ["cost_per_passed_task_vs_pass_rate", "calls_per_task", "calls_per_task_2"]
     for _, caption, fig in figures:
         titles = fig.axes[0].get_title() + (fig._suptitle.get_text() if fig._suptitle else "")
         assert label in caption and label in titles
