@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from polyglot_layout import ENV as POLYGLOT_ENV
+from polyglot_layout import PolyglotSample, copy_published, published_checkout, write_polyglot_layout
 from runner_fakes import FakeRoutes, PrefixCacheBackend
 
 from hitrate.evals import benchmark_grading, requirements
@@ -376,31 +378,41 @@ def test_suite_cli_checks_a_benchmark_and_lists_what_cannot_run(monkeypatch, tmp
     assert wrong.exit_code == 2 and "--repos is for swebench" in " ".join(wrong.output.split())
 
 
-# ---- Aider polyglot: exercises captured from the published benchmark ------------------------------
+# ---- Aider polyglot: what the published tracks need ----------------------------------------------
+# Each check runs on small exercises written in the benchmark's layout, and, when HITRATE_POLYGLOT
+# names a checkout of the published benchmark, on the published exercises that show the same thing.
 
-REAL_POLYGLOT = FIXTURES / "aider-polyglot-real"
+
+@pytest.fixture(params=["written", "published"])
+def polyglot(request, tmp_path_factory) -> PolyglotSample:
+    if request.param == "written":
+        return write_polyglot_layout(tmp_path_factory.mktemp("polyglot-layout"))
+    checkout = published_checkout()
+    if checkout is None:
+        pytest.skip(f"{POLYGLOT_ENV} is not set: it names a checkout of the published polyglot benchmark to run these checks on")
+    return copy_published(checkout, tmp_path_factory.mktemp("polyglot-published"))
 
 
-def _real_polyglot():
-    return load_suite(resolve_suite(f"aider-polyglot:{REAL_POLYGLOT}"))
+def _layout_suite(sample: PolyglotSample):
+    return load_suite(resolve_suite(f"aider-polyglot:{sample.root}"))
 
 
 @pytest.mark.skipif(any(shutil.which(p) is None for p in ("cmake", "make", "g++")), reason="no C++ toolchain (cmake, make, g++)")
-def test_cpp_exercise_is_graded_in_a_folder_named_after_it():
+def test_cpp_exercise_is_graded_in_a_folder_named_after_it(polyglot):
     # Exercism's CMakeLists.txt builds `<folder name>_test.cpp`: in a folder named `work` the build
     # looked for work_test.cpp and every C++ exercise was broken.
-    task = _real_polyglot().task("cpp-zebra-puzzle")
-    assert task.spec.grader.grading_folder == "zebra-puzzle"
+    task = _layout_suite(polyglot).task(f"cpp-{polyglot.cpp}")
+    assert task.spec.grader.grading_folder == polyglot.cpp
     [check] = check_tasks([task], workers=1)
     assert check.problems == [], check.with_solution.output
     assert not check.on_workspace.resolved and check.with_solution.resolved
-    assert "2 test cases, 0 failed" in check.with_solution.output
+    assert "All tests passed" in check.with_solution.output and f"in {polyglot.cpp_test_cases} test cases" in check.with_solution.output
 
 
-def test_python_exercise_fails_at_the_start_as_a_whole_not_test_by_test(tmp_path):
-    # The published dominoes stub already passes some of its tests; Aider's rule asks only that the
-    # exercise as a whole fails at the start.
-    task = _real_polyglot().task("python-dominoes")
+def test_python_exercise_fails_at_the_start_as_a_whole_not_test_by_test(polyglot, tmp_path):
+    # Some published stubs (dominoes') already pass some of their tests; Aider's rule asks only
+    # that the exercise as a whole fails at the start.
+    task = _layout_suite(polyglot).task(f"python-{polyglot.python}")
     assert task.spec.tests.fails_at_start == "any"
     [check] = check_tasks([task], workers=1)
     assert check.problems == [] and 0 < check.on_workspace.f2p_passed < check.on_workspace.f2p_total
@@ -408,22 +420,21 @@ def test_python_exercise_fails_at_the_start_as_a_whole_not_test_by_test(tmp_path
     # A stub that passes every test is still no task.
     solved = tmp_path / "suite" / task.id
     shutil.copytree(task.root, solved)
-    shutil.copyfile(task.solution_dir / "dominoes.py", solved / "workspace" / "dominoes.py")
+    shutil.copyfile(task.solution_dir / polyglot.python_stub, solved / "workspace" / polyglot.python_stub)
     [again] = check_tasks([load_task(solved)], workers=1)
     assert again.problems == ["every fail_to_pass test already passes on workspace/: the task does not fail at the start"]
 
 
-def test_rust_reference_dependencies_go_into_the_solutions_manifest(tmp_path, monkeypatch):
+def test_rust_reference_dependencies_go_into_the_solutions_manifest(polyglot, tmp_path, monkeypatch):
     from hitrate.evals import crates
 
     monkeypatch.setenv("CARGO_HOME", str(tmp_path / "cargo-home"))
     monkeypatch.setattr(crates, "DEBIAN_REGISTRY", tmp_path / "debian-registry")
-    suite = _real_polyglot()
-    task = suite.task("rust-robot-name")
+    task = _layout_suite(polyglot).task(f"rust-{polyglot.rust}")
     grader = task.spec.grader
-    assert (grader.crates, grader.oracle_crates) == ({}, {"rand": "0.3.12"})
+    assert (grader.crates, grader.oracle_crates) == ({}, polyglot.rust_oracle_crates)
     manifest = (task.solution_dir / "Cargo.toml").read_text()
-    assert 'rand = "0.3.12"' in manifest and 'name = "robot-name"' in manifest and "new_without_default" in manifest
+    assert 'rand = "0.3.12"' in manifest and f'name = "{polyglot.rust}"' in manifest and polyglot.rust_lint in manifest
     assert "rand" not in (task.workspace_dir / "Cargo.toml").read_text()
     # Offline without the crate, the oracle cannot prove the task: not runnable here, not broken.
     assert requirements.oracle_unmet(grader) == "the reference solution needs crates not available offline here: rand 0.3.12"
@@ -459,17 +470,16 @@ def test_cargo_version_requirements_follow_the_caret_rule():
     assert fits("0.0.3", "0.0.3") and not fits("0.0.3", "0.0.4")
 
 
-def test_a_cpp_exercise_that_needs_boost_is_unavailable_without_its_headers(tmp_path, monkeypatch):
+def test_a_cpp_exercise_that_needs_boost_is_unavailable_without_its_headers(polyglot, tmp_path, monkeypatch):
     from hitrate.evals.benchmarks.exercism import _boost_headers
 
     # gigasecond's and meetup's CMakeLists.txt, as published, ask for Boost's date_time.
-    published = (REAL_POLYGLOT / "cpp/exercises/practice/zebra-puzzle/CMakeLists.txt").read_text()
+    published = polyglot.exercise("cpp", polyglot.cpp) / "CMakeLists.txt"
     cmakelists = tmp_path / "CMakeLists.txt"
-    cmakelists.write_text(published.replace(
-        "# Get a source filename", "set(Boost_USE_MULTITHREADED ON)\nfind_package(Boost 1.58 REQUIRED COMPONENTS date_time)\n\n# Get a source filename"))
+    cmakelists.write_text(published.read_text() + "\nset(Boost_USE_MULTITHREADED ON)\nfind_package(Boost 1.58 REQUIRED COMPONENTS date_time)\n")
     assert _boost_headers(cmakelists) == ["boost/date_time.hpp"]
-    assert _boost_headers(REAL_POLYGLOT / "cpp/exercises/practice/zebra-puzzle/CMakeLists.txt") == []
-    grader = _real_polyglot().task("cpp-zebra-puzzle").spec.grader.model_copy(update={"headers": ["boost/date_time.hpp"]})
+    assert _boost_headers(published) == []
+    grader = _layout_suite(polyglot).task(f"cpp-{polyglot.cpp}").spec.grader.model_copy(update={"headers": ["boost/date_time.hpp"]})
     real_missing_headers = requirements.missing_headers
     monkeypatch.setattr(requirements, "missing_headers", lambda headers: list(headers))
     assert requirements.unmet(grader) == "its build needs headers not installed here: boost/date_time.hpp"
@@ -480,32 +490,33 @@ def test_a_cpp_exercise_that_needs_boost_is_unavailable_without_its_headers(tmp_
     assert real_missing_headers(["boost/date_time.hpp", "boost/no_such_part.hpp"]) == ["boost/no_such_part.hpp"]
 
 
-def test_javascript_exercises_need_their_test_packages_prepared_once(tmp_path, monkeypatch):
+def test_javascript_exercises_need_their_test_packages_prepared_once(polyglot, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from hitrate.evals import build_caches
 
     prepared = build_caches.prepared("javascript")
     monkeypatch.setenv("HITRATE_BUILD_CACHE", str(tmp_path / "nothing-prepared"))
-    suite = _real_polyglot()
-    assert suite.unavailable["javascript-space-age"].startswith("the javascript track's test packages are not installed here (jest@^29.7.0")
-    assert suite.unavailable["javascript-space-age"].endswith("run `hitrate suite prepare javascript` once")
+    simple = f"javascript-{polyglot.javascript}"
+    suite = _layout_suite(polyglot)
+    assert suite.unavailable[simple].startswith("the javascript track's test packages are not installed here (jest@^29.7.0")
+    assert suite.unavailable[simple].endswith("run `hitrate suite prepare javascript` once")
     unknown = CliRunner().invoke(_cli(), ["suite", "prepare", "cobol"])
     assert unknown.exit_code == 2 and "nothing to prepare called 'cobol'; known: javascript" in unknown.output
     if prepared is None or shutil.which("node") is None:
         pytest.skip("jest not prepared here (hitrate suite prepare javascript) or no node")
     monkeypatch.setenv("HITRATE_BUILD_CACHE", str(prepared.parent.parent))
-    suite = _real_polyglot()
-    task = suite.task("javascript-space-age")
-    # parallel-letter-frequency's reference starts worker threads: V8 reserves gigabytes of
-    # address space for each, which a per-process RLIMIT_AS would refuse ("Fatal process OOM").
-    # (Its "many small texts" case has jest's 5 s limit for dozens of workers: on a busy machine
-    # it times out, so only the start of its workers is checked here.)
-    checks = check_tasks([task, suite.task("javascript-parallel-letter-frequency")], workers=2)
+    suite = _layout_suite(polyglot)
+    task = suite.task(simple)
+    # A reference that starts worker threads (parallel-letter-frequency's): V8 reserves gigabytes
+    # of address space for each, which a per-process RLIMIT_AS would refuse ("Fatal process OOM").
+    # (The published one's "many small texts" case has jest's 5 s limit for dozens of workers: on a
+    # busy machine it times out, so only the start of its workers is checked here.)
+    checks = check_tasks([task, suite.task(f"javascript-{polyglot.javascript_workers}")], workers=2)
     assert checks[0].problems == [], checks[0].with_solution.output
     assert "Tests:" in checks[0].with_solution.output and " passed" in checks[0].with_solution.output
     workers = checks[1].with_solution.output
-    assert "Failed to reserve virtual memory" not in workers and "✓ one text with one letter" in workers, workers
+    assert "Failed to reserve virtual memory" not in workers and f"✓ {polyglot.javascript_worker_case}" in workers, workers
     # The shared packages are linked in, not copied; the agent's own node_modules does not count.
     agent = tmp_path / "agent"
     shutil.copytree(task.workspace_dir, agent)
@@ -514,20 +525,21 @@ def test_javascript_exercises_need_their_test_packages_prepared_once(tmp_path, m
     assert not grade(task, agent).resolved
 
 
-def test_java_exercises_run_on_debians_junit_with_every_test_switched_on(tmp_path):
+def test_java_exercises_run_on_debians_junit_with_every_test_switched_on(polyglot, tmp_path):
     from hitrate.evals.benchmarks.exercism import JUNIT_CONSOLE, TEST_JARS
 
-    task = _real_polyglot().task("java-poker")
+    task = _layout_suite(polyglot).task(f"java-{polyglot.java}")
     grader = task.spec.grader
-    published = (REAL_POLYGLOT / "java/exercises/practice/poker/src/test/java/PokerTest.java").read_text()
-    hidden = (task.tests_dir / "src/test/java/PokerTest.java").read_text()
-    assert published.count('@Disabled("Remove to run test")') > 20 and "@Disabled(" not in hidden
+    exercise = polyglot.exercise("java", polyglot.java)
+    published = (exercise / polyglot.java_test).read_text()
+    hidden = (task.tests_dir / polyglot.java_test).read_text()
+    assert published.count('@Disabled("Remove to run test")') >= polyglot.java_min_disabled and "@Disabled(" not in hidden
     assert hidden.count("@Test") == published.count("@Test")
     assert requirements.unmet(grader.model_copy(update={"files": ["/nonexistent/junit.jar"]})) == (
         "its test runner needs files not installed here: /nonexistent/junit.jar")
     # rest-api's build.gradle adds a library of its own (org.json): the offline runner has none.
     track = tmp_path / "java" / "exercises" / "practice"
-    shutil.copytree(REAL_POLYGLOT / "java/exercises/practice/poker", track / "rest-api")
+    shutil.copytree(exercise, track / "rest-api")
     gradle = track / "rest-api" / "build.gradle"
     gradle.write_text(gradle.read_text().replace("dependencies {\n", 'dependencies {\n    implementation "org.json:json:20190722"\n\n'))
     assert load_suite(resolve_suite(f"aider-polyglot:{tmp_path}")).unavailable == {
@@ -539,21 +551,22 @@ def test_java_exercises_run_on_debians_junit_with_every_test_switched_on(tmp_pat
     assert "tests successful" in check.with_solution.output and "0 tests failed" in check.with_solution.output
 
 
-def test_java_reference_helper_classes_are_copied_beside_the_solution():
+def test_java_reference_helper_classes_are_copied_beside_the_solution(polyglot):
     from itertools import permutations
 
     from hitrate.evals.benchmarks.exercism import example_targets
 
-    suite = _real_polyglot()
-    task_dir = suite.root / "java-poker"
-    reference = REAL_POLYGLOT / "java/exercises/practice/poker/.meta/src/reference/java"
+    suite = _layout_suite(polyglot)
+    task_dir = suite.root / f"java-{polyglot.java}"
+    reference = polyglot.exercise("java", polyglot.java) / ".meta/src/reference/java"
     solution = task_dir / "solution" / "src/main/java"
-    assert sorted(p.name for p in solution.iterdir()) == ["Card.java", "Hand.java", "Poker.java"]
-    for name in ("Card.java", "Hand.java", "Poker.java"):
+    assert sorted(p.name for p in solution.iterdir()) == list(polyglot.java_reference)
+    for name in polyglot.java_reference:
         assert (solution / name).read_text() == (reference / name).read_text()
     # The same files land in the same places whatever order config.json lists them in.
-    examples = [f".meta/src/reference/java/{n}" for n in ("Card.java", "Hand.java", "Poker.java")]
-    placed = {tuple(sorted(example_targets(list(order), ["src/main/java/Poker.java"]).items())) for order in permutations(examples)}
+    solution_file = f"src/main/java/{polyglot.java_reference[-1]}"
+    examples = [f".meta/src/reference/java/{n}" for n in polyglot.java_reference]
+    placed = {tuple(sorted(example_targets(list(order), [solution_file]).items())) for order in permutations(examples)}
     assert len(placed) == 1
     assert example_targets([".meta/example.py"], ["leap.py"]) == {".meta/example.py": "leap.py"}
     assert example_targets([".meta/example.cpp", ".meta/example.h"], ["a.h", "a.cpp"]) == {".meta/example.cpp": "a.cpp", ".meta/example.h": "a.h"}
