@@ -7,13 +7,16 @@ and each one found is replaced by `[REDACTED:<rule>]`. What is sent to the model
 (that would change the cached prefix); a session resumed from the ledger re-sends the redacted
 text, so its prompt differs from there on and that part is written to the cache once more.
 
-The shapes are gitleaks' rule set (`store/gitleaks.toml`, vendored with its licence and read by
-`store/gitleaks_rules.py`; why gitleaks and not detect-secrets is said there): 220 kinds of key
-and token, each with its keywords, entropy floor and allowlists, run in RE2 (linear time: stored
-text is hostile). A few shapes gitleaks leaves to its generic rule, or misses in the way they are
-typed on a command line, are hitrate's own (`RULES` below): passwords in URLs and in `curl -u`,
-`mysql -p`, `Authorization: Basic`, bearer tokens, `x-api-key:` headers, Azure's `AccountKey=` and
-SAS `sig=`, docker's `auth` entries, and `password=`-style assignments.
+The shapes come from detect-secrets (Yelp's scanner, a dependency; read by
+`store/detect_secrets_rules.py`): its provider plugins' patterns (AWS, Azure storage, GitHub,
+GitLab, Slack, Stripe, npm, PyPI, SendGrid, Twilio, Telegram, JWTs, private keys...), taken from the
+installed package and run in RE2 (linear time: stored text is hostile). hitrate's own rules
+(`RULES` below) add what detect-secrets leaves to its keyword and entropy plugins (which judge
+source files, not free text) or does not know: Anthropic, Google, current OpenAI and Hugging Face
+keys, provider keys by prefix where the package asks for an exact length, passwords in URLs and in
+`curl -u`, `mysql -p`, `Authorization: Basic`, bearer tokens, `x-api-key:` headers, Azure's
+`AccountKey=` and SAS `sig=`, docker's `auth` entries, `.netrc` and `.pgpass` lines, and
+`password=`-style assignments.
 
 Opaque provider payloads (thinking signatures, encrypted reasoning, redacted thinking) are left
 as they are: they are base64 that the provider checks byte for byte.
@@ -29,7 +32,7 @@ from typing import Any
 
 import re2
 
-from hitrate.store.gitleaks_rules import gitleaks_rules, shannon_entropy
+from hitrate.store.detect_secrets_rules import package_rules
 
 ENV_REDACT = "HITRATE_REDACT_SECRETS"
 """Set to 0 / false / no / off to store secrets verbatim (the default redacts)."""
@@ -55,19 +58,19 @@ class Rule:
     name: str
     pattern: str
     keywords: tuple[str, ...]
-    """Lower-case strings one of which every match contains: text with none of them is not scanned
-    (gitleaks' keywords), which keeps a megabyte of ordinary output to a few milliseconds."""
+    """Lower-case strings one of which every match contains: text with none of them is not scanned,
+    which keeps a megabyte of ordinary output to a few milliseconds."""
     keep: int = 0
     """Groups before the secret that stay (a variable's name, `Bearer `); the secret is group keep+1
     and anything after it stays too."""
 
 
-# hitrate's own shapes, beside gitleaks'. Replacements never hold a quote or a backslash, and spans
+# hitrate's own shapes, beside detect-secrets'. Replacements never hold a quote or a backslash, and spans
 # are trimmed so they neither split an escape nor swallow a bare quote, so a string that is itself
 # JSON (a tool call's arguments, a provider block's raw text) stays valid JSON.
 RULES: tuple[Rule, ...] = (
-    # Provider keys by prefix alone: gitleaks' rules for these demand exact lengths and entropy (to
-    # keep false alarms out of code scans); a ledger would rather lose a look-alike than keep a key.
+    # Provider keys by prefix alone: where detect-secrets knows them at all it demands exact lengths
+    # (to keep false alarms out of code scans); a ledger would rather lose a look-alike than keep a key.
     Rule("private-key", r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[ A-Z0-9_-]{0,100}"
                         r"PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,-]|\\[nr])*)", ("private key",)),  # fmt: skip
     Rule("anthropic-api-key", r"\bsk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}", ("sk-ant-",)),
@@ -75,7 +78,15 @@ RULES: tuple[Rule, ...] = (
                            r"|\bsk-[A-Za-z0-9]{48}\b", ("sk-",)),  # fmt: skip
     Rule("github-token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{22,}",
          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    Rule("aws-access-key-id", r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b", ("a3t", "akia", "asia", "abia", "acca")),
+    Rule("stripe-access-key", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{20,}", ("_live_", "_test_")),  # today's keys pass 24
+    Rule("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}", ("hf_",)),
+    Rule("age-secret-key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}", ("age-secret-key-",)),
+    Rule("cloudflare-origin-ca-key", r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}", ("v1.0-",)),
+    # Tokens whose prefix alone says what they are, wherever they are printed (bare, not assigned).
+    Rule("provider-token", r"\b(?:shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|dop_v1_[a-f0-9]{64}|dp\.pt\.[A-Za-z0-9]{40,}"
+                           r"|dapi[a-f0-9]{32}|lin_api_[A-Za-z0-9]{40}|NRAK-[A-Z0-9]{27}|glsa_[A-Za-z0-9]{32}_[a-f0-9]{8}"
+                           r"|hvs\.[A-Za-z0-9_-]{24,}|HRKU-[A-Za-z0-9_-]{60}|pul-[a-f0-9]{40}|ATATT3[A-Za-z0-9_=-]{100,})",
+         ("shp", "dop_v1_", "dp.pt.", "dapi", "lin_api_", "nrak-", "glsa_", "hvs.", "hrku-", "pul-", "atatt3")),  # fmt: skip
     Rule("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}", ("xox",)),
     Rule("google-api-key", r"\bAIza[A-Za-z0-9_-]{35}", ("aiza",)),
     Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ("eyj",)),
@@ -125,25 +136,13 @@ def _own_rules() -> tuple[tuple[Rule, Any], ...]:
 Span = tuple[int, int, str]
 
 
-def _line_around(text: str, start: int, end: int) -> str:
-    return text[text.rfind("\n", 0, start) + 1 : (len(text) if text.find("\n", end) < 0 else text.find("\n", end))]
-
-
-def _gitleaks_spans(text: str, lowered: str) -> list[Span]:
-    rules, shared = gitleaks_rules()
+def _package_spans(text: str) -> list[Span]:
     spans: list[Span] = []
-    for rule in rules:
-        if rule.keywords and not any(word in lowered for word in rule.keywords):
-            continue
+    for rule in package_rules():
         for found in rule.regex.finditer(text):
             start, end = rule.secret_span(found)
-            secret = text[start:end]
-            if not secret or (rule.entropy and shannon_entropy(secret) <= rule.entropy):
-                continue
-            line = _line_around(text, *found.span())
-            if any(allow.allows(secret, found.group(0), line) for allow in (*shared, *rule.allowlists)):
-                continue
-            spans.append((start, end, rule.id))
+            if end > start:
+                spans.append((start, end, rule.name))
     return spans
 
 
@@ -187,8 +186,8 @@ def _json_safe(text: str, start: int, end: int) -> tuple[int, int]:
 def redact_text(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:<rule>]`; the same object when nothing matched."""
     lowered = text.lower()
-    # Where two rules find the same secret, gitleaks' (more specific) name is the one kept.
-    found = [(*span, 0) for span in _gitleaks_spans(text, lowered)] + [(*span, 1) for span in _own_spans(text, lowered)]
+    # Where two rules find the same secret, detect-secrets' name is the one kept.
+    found = [(*span, 0) for span in _package_spans(text)] + [(*span, 1) for span in _own_spans(text, lowered)]
     spans = [span[:3] for span in sorted(found, key=lambda s: (s[0], -s[1], s[3]))]
     if not spans:
         return text

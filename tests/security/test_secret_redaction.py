@@ -80,10 +80,10 @@ def test_cat_env_and_a_key_the_model_repeats_are_stored_redacted_but_sent_verbat
     stored = _stored_text(db)
     for secret in SECRETS:
         assert secret not in stored, secret
-    # gitleaks' rule names where its rules find the key (aws-access-token, gcp-api-key), hitrate's own
-    # where they find it first or alone.
-    for rule in ("anthropic-api-key", "openai-api-key", "github-token", "aws-access-token", "gcp-api-key", "jwt",
-                 "private-key", "assigned-secret", "url-password"):  # fmt: skip
+    # detect-secrets' names where its patterns find the key (aws-access-key), hitrate's own where they
+    # find it first, whole or alone.
+    for rule in ("anthropic-api-key", "openai-api-key", "github-token", "aws-access-key", "google-api-key", "jwt",
+                 "private-key", "assigned-secret", "basic-auth-credentials"):  # fmt: skip
         assert f"[REDACTED:{rule}]" in stored, rule
     # The second request carried the file exactly as read: the cached prefix is what the model saw.
     second = json.dumps(fake_server.bodies("/v1/messages")[1])
