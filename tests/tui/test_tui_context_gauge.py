@@ -53,4 +53,6 @@ async def test_the_gauge_at_80x24_and_wide(make_app) -> None:
     wide, bars, _ = await _shown(make_app, (160, 45))
     assert wide.splitlines()[-1] == "context 20.1k/30.0k · 67% · compacts 80%"
     assert "│" in wide.splitlines()[0]  # the threshold tick on the bar
-    assert "compaction · " in bars[1] and "compaction" not in bars[0]
+    assert "compaction" in bars[1] and "compaction" not in bars[0]
+    # Kind and counts did not fit one line of the panel: the kind has its own, no count is cut.
+    assert bars[1].splitlines()[1:] == ["   compaction", "   R 15.8k  W 0  F 5.2k  O 100"]
