@@ -84,6 +84,26 @@ def tool_call_grammar(tools: list[dict[str, Any]], name: str | None = None, toke
 _PROSE_FENCES = ("python", "py", "bash", "sh", "shell", "console", "diff", "text", "txt", "toml", "yaml", "ini")
 
 
+# Largest integer a call's argument may take under `auto_tool_grammar`, where the schema sets no
+# maximum: without one a small model can write digits until its token budget runs out (Qwen2.5-
+# Coder-0.5B did, in 1 of 20 replies: a `start_line` of 10^170).
+INTEGER_CEILING = 10**15
+
+
+def _bounded_integers(schema: Any) -> Any:
+    """`schema` with every integer that has no maximum (or minimum) bounded by +-INTEGER_CEILING."""
+    if isinstance(schema, list):
+        return [_bounded_integers(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _bounded_integers(v) if k not in ("const", "enum", "default", "examples") else v
+           for k, v in schema.items()}
+    if out.get("type") == "integer" or (isinstance(out.get("type"), list) and "integer" in out["type"]):
+        out.setdefault("maximum", INTEGER_CEILING)
+        out.setdefault("minimum", -INTEGER_CEILING)
+    return out
+
+
 def auto_tool_grammar(tools: list[dict[str, Any]], tokenizer=None) -> str:
     """`tool_choice: auto` held to well-formed calls: the reply is either prose, or one or more
     calls to `tools`, each `{"name": ..., "arguments": ...}` with arguments valid against the
@@ -95,7 +115,7 @@ def auto_tool_grammar(tools: list[dict[str, Any]], tokenizer=None) -> str:
     code block in a listed language (`_PROSE_FENCES`), unless that is a call. That is the shape
     of every malformed call small models write (the task's own function for a name, arguments
     that do not fit); JSON and fences further into prose are free."""
-    schema = _call_schema(tools)
+    schema = _bounded_integers(_call_schema(tools))
     opening, closing = _markup("<tool_call>", tokenizer), _markup("</tool_call>", tokenizer)
     fences = " | ".join(json.dumps("```" + language) for language in _PROSE_FENCES)
     lark = f"""start: calls | LINE NL calls | prose

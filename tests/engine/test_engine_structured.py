@@ -142,7 +142,8 @@ def test_anthropic_thinking_is_accepted_and_said_to_be_ignored(an, server):
 # ---------------------------------------------------------------- tool_choice "auto" held to well-formed calls
 
 AUTO_TOOLS = [TOOLS[0], {"type": "function", "function": {"name": "shell", "parameters": {
-    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+    "type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+    "required": ["command"]}}}]
 
 
 def _accepted(grammar: str, tokenizer, text: str) -> bool:
@@ -170,6 +171,8 @@ def _accepted(grammar: str, tokenizer, text: str) -> bool:
     ('{"name": "shell", "arguments": {"command": "ls"}}', False),  # bare: the grammar asks for a fence
     ('```json\n{"name": "read_file", "arguments": {"path": "a-very-long-path.py"}}\n```', False),  # maxLength 12
     ('<tool_call>\n{"name": "shell", "arguments": {}}\n</tool_call>', False),  # "command" is required
+    ('```json\n{"name": "shell", "arguments": {"command": "ls", "timeout": 30}}\n```', True),
+    ('```json\n{"name": "shell", "arguments": {"command": "ls", "timeout": 10000000000000000}}\n```', False),
 ])
 def test_auto_tool_grammar_allows_prose_and_well_formed_calls_only(tiny_qwen2_path, text, allowed):
     from transformers import AutoTokenizer
