@@ -61,13 +61,14 @@ def test_a_long_reply_full_of_braces_is_read_in_bounded_time():
     assert call_shape("{" * 20000 + "text", TOOLS) is None
 
 
-def test_real_replies_of_a_small_model():
-    """Replies Qwen2.5-Coder-0.5B wrote to the agent's prompts (tests/fixtures/model_outputs): every
-    call it wrote as text is found, naming the tool when it named one; its prose is left alone."""
+@pytest.mark.parametrize("fixture", ["qwen2.5-coder-0.5b-instruct.json", "qwen2.5-coder-1.5b-instruct-q4_k_m.json"])
+def test_real_replies_of_small_models(fixture):
+    """Replies Qwen2.5-Coder-0.5B and -1.5B wrote to the agent's prompts (tests/fixtures/model_outputs):
+    every call written as text is found, naming the tool when it named one; prose is left alone."""
     import json
     from pathlib import Path
 
-    data = json.loads((Path(__file__).parents[1] / "fixtures/model_outputs/qwen2.5-coder-0.5b-instruct.json").read_text())
+    data = json.loads((Path(__file__).parents[1] / "fixtures/model_outputs" / fixture).read_text())
     tools = [t["function"]["name"] for t in data["tool_schemas"]]
     for reply in data["replies"]:
         shape = call_shape(reply["text"], tools)
