@@ -7,7 +7,8 @@ their TTL), and the usage the engine reports (`cache_read_input_tokens` counted 
 cache) is exact.
 
 Engine options ride on the spec as a query string, the options `hitrate serve` takes:
-`local/model.gguf?threads=1&copy-budget=512&no-tune`. The load's stages are reported on stderr.
+`local/model.gguf?threads=1&copy-budget=512&no-tune&tool-grammar=off`. The load's stages are
+reported on stderr. As under `hitrate serve`, the tool grammar is on unless `tool-grammar=off`.
 """
 
 from __future__ import annotations
@@ -34,13 +35,17 @@ _OPTIONS = {
     "max-batch": ("max_batch", int),
     "pool-tokens": ("pool_tokens", int),
     "dtype": ("dtype", str),  # e.g. float32 for a .gguf dequantized on load (default: gguf, as shipped)
+    # the chat service's, not the load's: `serve --tool-grammar auto|off`
+    "tool-grammar": ("tool_grammar", lambda v: v == "auto"),
 }
+_SERVICE_OPTIONS = ("tool_grammar",)
+_CHOICES = {"tool-grammar": ("auto", "off")}
 _LEAST = {"threads": 1, "copy-budget": 0, "max-batch": 1, "pool-tokens": 1}
 
 
 def split_options(ref: str) -> tuple[str, dict]:
-    """`path?threads=1&no-tune` -> (path, from_pretrained's arguments); a clear error for an
-    option it does not know or a value that is not a whole number."""
+    """`path?threads=1&no-tune` -> (path, from_pretrained's and the chat service's arguments); a
+    clear error for an option it does not know or a value it does not take."""
     path, _, query = ref.partition("?")
     options: dict = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
@@ -49,6 +54,8 @@ def split_options(ref: str) -> tuple[str, dict]:
         argument, parse = _OPTIONS[name]
         if name in _LEAST and not (value.isdigit() and int(value) >= _LEAST[name]):
             raise LocalEngineError(f"local/{ref}: {name} takes a whole number of at least {_LEAST[name]}, got {value!r}")
+        if name in _CHOICES and value not in _CHOICES[name]:
+            raise LocalEngineError(f"local/{ref}: {name} takes {' or '.join(_CHOICES[name])}, got {value!r}")
         options[argument] = parse(value)
     return path, options
 
@@ -72,6 +79,7 @@ class LocalEngineServer:
         self._default_max_tokens = default_max_tokens
         self._thread = None
         self.engine = None
+        self.service = None
 
     @property
     def url(self) -> str:
@@ -84,6 +92,7 @@ class LocalEngineServer:
         if self._thread is not None:
             return self.url
         ref, options = split_options(self.model_ref)
+        service_options = {"tool_grammar": True, **{k: options.pop(k) for k in _SERVICE_OPTIONS if k in options}}
         folder = Path(ref).expanduser()
         is_path = folder.exists()
         if ref.startswith(("/", "./", "../", "~")) and not is_path:
@@ -115,7 +124,9 @@ class LocalEngineServer:
         # The harness asks for a fixed max_tokens (`--max-output-tokens`) without counting the
         # prompt; the engine knows the context window, so it lowers max_tokens to the room left
         # rather than failing a long session on a small model.
-        service = ChatService(self.engine, default_max_tokens=self._default_max_tokens, cap_max_tokens=True)
+        service = ChatService(self.engine, default_max_tokens=self._default_max_tokens, cap_max_tokens=True,
+                              **service_options)
+        self.service = service
         app = create_app(self.engine, service=service, served_model_names=[self.model_ref])
         self._thread = ServerThread(app).start()
         log.info("local engine for %s serving at %s", self.model_ref, self._thread.url)
