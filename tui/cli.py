@@ -141,7 +141,10 @@ def tui_command(
     from hitrate.harness.session import SessionConfig
     from hitrate.tui.app import HitrateApp
     from hitrate.tui.harness_link import HarnessLink
+    from hitrate.store.ledger import default_ledger_path
+    from hitrate.tools.confine import hide_from_commands
 
+    hide_from_commands(db or default_ledger_path(), config_path())  # wherever --db, $HITRATE_DB or $HITRATE_CONFIG put them
     try:
         if spec.startswith("local/"):
             typer.echo(f"loading {spec} …", err=True)

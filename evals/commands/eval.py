@@ -170,8 +170,12 @@ def eval_command(
     from hitrate.harness.models import ModelSpecError
     from hitrate.store.ledger import default_ledger_path
 
+    from hitrate.harness.defaults import config_path
+    from hitrate.tools.confine import hide_from_commands
+
     console = _console()
     db_path = db or default_ledger_path()
+    hide_from_commands(db_path, config_path())  # the agent's shell and grading never see them, wherever they are
     settings: EvalSettings | None = None
     if resume is not None:
         given = {"suite": suite, "--model": model, "--layout": layout, "--cache": cache, "--tries": tries, "--policy": policy,
