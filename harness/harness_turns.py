@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from hitrate.harness.call_shapes import call_shape
 from hitrate.harness.events import HarnessTurn
 from hitrate.harness.repair import RepeatedFailures, call_failed, repair_text
-from hitrate.harness.text_protocol import format_error_text, parse_reply
+from hitrate.harness.text_protocol import format_error_text, parse_reply, shell_blocks
 from hitrate.projection.transcript import AssistantMessage, TextBlock, ToolCallBlock
 from hitrate.tools.base import ToolResult
 
@@ -95,8 +95,12 @@ class HarnessTurns:
         at the output limit still runs its block when the block closed before the cut."""
         action = parse_reply(reply_text(assistant), self._tool_names)
         if cut_off and action.kind == "format_error":
-            action = action.model_copy(update={"problem": "your reply was cut off at the output token limit before one "
-                                               "complete ```bash block; keep replies short"})
+            # Say what was really wrong: a small model often writes several blocks and runs into the limit.
+            blocks = len(shell_blocks(reply_text(assistant)))
+            problem = ("your reply was cut off at the output token limit before one complete ```bash block"
+                       if blocks == 0 else
+                       f"your reply has {blocks} ```bash blocks and was cut off at the output token limit; send exactly one")
+            action = action.model_copy(update={"problem": f"{problem}; keep replies short"})
         if action.kind == "finish":
             return SUBMITTED
         if action.kind == "format_error":

@@ -185,3 +185,18 @@ def test_a_cut_off_reply_runs_a_block_that_closed_and_is_told_when_none_did(work
     [turn] = events.of(HarnessTurn)
     assert turn.kind == "format_error" and "cut off at the output token limit" in turn.reason
     assert result.detail == "the model submitted its work"
+
+
+def test_a_cut_off_reply_with_several_blocks_is_told_to_send_one(workspace, ledger):
+    """A small model often writes block after block until the output limit: the format error says
+    that, not that no block was complete."""
+    route = scripted_route([
+        {"text": block("ls") + block("cat calc.py") + block("pytest -q") + "Then", "stop_reason": "max_tokens"},
+        {"text": block(FINISH_COMMAND)},
+    ])
+    events = EventList()
+    Agent(make_session(route, workspace, ledger, events)).run("Fix add")
+    [turn] = events.of(HarnessTurn)
+    assert turn.kind == "format_error"
+    assert "3 ```bash blocks" in turn.reason and "send exactly one" in turn.reason
+    assert "before one complete" not in turn.reason
