@@ -244,22 +244,6 @@ def write_tiny_gguf(folder: str | Path, out_path: str | Path) -> Path:
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     hidden = config["hidden_size"]
 
-    def permute(w, n_head: int):
-        return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-    vocab = dict(tok["model"]["vocab"])
-    specials = set()
-    for added in tok.get("added_tokens", []):
-        vocab[added["content"]] = added["id"]
-        if added.get("special"):
-            specials.add(added["id"])
-    size = max(config["vocab_size"], max(vocab.values()) + 1)
-    tokens = [f"[PAD{i}]" for i in range(size)]
-    for text, index in vocab.items():
-        tokens[index] = text
-    types = [gguf.TokenType.CONTROL if i in specials else gguf.TokenType.NORMAL for i in range(size)]
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]]
-
     writer = gguf.GGUFWriter(str(out), "llama")
     writer.add_name(folder.name)
     writer.add_context_length(config["max_position_embeddings"])
@@ -271,17 +255,8 @@ def write_tiny_gguf(folder: str | Path, out_path: str | Path) -> Path:
     writer.add_rope_dimension_count(hidden // heads)
     writer.add_rope_freq_base(float(config.get("rope_theta") or config.get("rope_parameters", {}).get("rope_theta", 10000.0)))
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_vocab_size(size)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_eos_token_id(vocab[tok_config["eos_token"]])
-    writer.add_bos_token_id(config["bos_token_id"])
-    writer.add_pad_token_id(vocab[tok_config["pad_token"]])
-    writer.add_chat_template(tok_config.get("chat_template") or CHAT_TEMPLATE)
+    add_gguf_tokenizer(writer, tok, tok_config, config)
 
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
@@ -296,12 +271,45 @@ def write_tiny_gguf(folder: str | Path, out_path: str | Path) -> Path:
             continue
         w = weights[hf_name].astype(np.float32)
         if cpp_name.endswith("attn_q.weight"):
-            w = permute(w, heads)
+            w = llama_cpp_rotary_order(w, heads)
         elif cpp_name.endswith("attn_k.weight"):
-            w = permute(w, kv_heads)
+            w = llama_cpp_rotary_order(w, kv_heads)
         writer.add_tensor(cpp_name, np.ascontiguousarray(w))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     return out
+
+
+def llama_cpp_rotary_order(w, n_head: int):
+    """Q/K rows as llama.cpp's converter writes a Llama's: each head's rotary halves interleaved."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def add_gguf_tokenizer(writer, tok: dict, tok_config: dict, config: dict) -> None:
+    """The byte-level BPE tokenizer of `tokenizer.json` (`tok`) and its config as GGUF metadata:
+    vocabulary padded to the model's vocab size, special tokens as control tokens, merges, the
+    special ids and the chat template."""
+    import gguf
+
+    vocab = dict(tok["model"]["vocab"])
+    specials = set()
+    for added in tok.get("added_tokens", []):
+        vocab[added["content"]] = added["id"]
+        if added.get("special"):
+            specials.add(added["id"])
+    size = max(config["vocab_size"], max(vocab.values()) + 1)
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    for text, index in vocab.items():
+        tokens[index] = text
+    writer.add_vocab_size(size)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([gguf.TokenType.CONTROL if i in specials else gguf.TokenType.NORMAL for i in range(size)])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
+    writer.add_eos_token_id(vocab[tok_config["eos_token"]])
+    writer.add_bos_token_id(config["bos_token_id"])
+    writer.add_pad_token_id(vocab[tok_config["pad_token"]])
+    writer.add_chat_template(tok_config.get("chat_template") or CHAT_TEMPLATE)

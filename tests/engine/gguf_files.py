@@ -17,7 +17,7 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 
-from hitrate.engine.tiny import CHAT_TEMPLATE
+from hitrate.engine.tiny import add_gguf_tokenizer, llama_cpp_rotary_order
 
 ALL_TYPES = (Q.Q4_K, Q.Q5_0, Q.Q6_K, Q.Q8_0, Q.Q4_0, Q.Q8_K, Q.F16, Q.BF16)
 _PER_LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
@@ -75,7 +75,7 @@ def write_quantized_gguf(folder: str | Path, out_path: str | Path, types=ALL_TYP
     writer.add_rope_freq_base(float(rope))
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    _add_tokenizer(writer, tok, tok_config, config)
+    add_gguf_tokenizer(writer, tok, tok_config, config)
 
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
     if arch == "llama":
@@ -91,9 +91,9 @@ def write_quantized_gguf(folder: str | Path, out_path: str | Path, types=ALL_TYP
             continue
         w = weights[hf_name].astype(np.float32)
         if arch == "llama" and ".attn_q." in cpp_name:
-            w = _permute(w, heads)
+            w = llama_cpp_rotary_order(w, heads)
         elif arch == "llama" and ".attn_k." in cpp_name:
-            w = _permute(w, kv_heads)
+            w = llama_cpp_rotary_order(w, kv_heads)
         if w.ndim == 2:
             qtype = next(kinds)
             writer.add_tensor(cpp_name, stored(np.ascontiguousarray(w), qtype, rng), raw_dtype=qtype)
@@ -104,31 +104,3 @@ def write_quantized_gguf(folder: str | Path, out_path: str | Path, types=ALL_TYP
     writer.write_tensors_to_file()
     writer.close()
     return out
-
-
-def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """llama.cpp's converter: each head's rotary halves interleaved."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def _add_tokenizer(writer, tok: dict, tok_config: dict, config: dict) -> None:
-    vocab = dict(tok["model"]["vocab"])
-    specials = set()
-    for added in tok.get("added_tokens", []):
-        vocab[added["content"]] = added["id"]
-        if added.get("special"):
-            specials.add(added["id"])
-    size = max(config["vocab_size"], max(vocab.values()) + 1)
-    tokens = [f"[PAD{i}]" for i in range(size)]
-    for text, index in vocab.items():
-        tokens[index] = text
-    writer.add_vocab_size(size)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("default")
-    writer.add_token_list(tokens)
-    writer.add_token_types([gguf.TokenType.CONTROL if i in specials else gguf.TokenType.NORMAL for i in range(size)])
-    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
-    writer.add_eos_token_id(vocab[tok_config["eos_token"]])
-    writer.add_bos_token_id(config["bos_token_id"])
-    writer.add_pad_token_id(vocab[tok_config["pad_token"]])
-    writer.add_chat_template(tok_config.get("chat_template") or CHAT_TEMPLATE)
