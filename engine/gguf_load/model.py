@@ -109,9 +109,9 @@ def build_model(file: GGUFFile, config, dtype: torch.dtype | None = None) -> nn.
 
 def quantized(model: nn.Module) -> bool:
     """Whether any of the model's matrices is kept in GGUF blocks."""
-    from hitrate.engine.quant import QuantEmbedding, QuantLinear
+    from hitrate.engine.quant.weights import QuantWeights
 
-    return any(isinstance(m, (QuantLinear, QuantEmbedding)) for m in model.modules())
+    return any(isinstance(m, QuantWeights) for m in model.modules())
 
 
 def weight_nbytes(model: nn.Module) -> int:

@@ -3,33 +3,20 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from .formats import QuantType
 from .matrix import QuantMatrix
+from .weights import QuantWeights
 
 
-class QuantEmbedding(nn.Module):
+class QuantEmbedding(QuantWeights):
     """Looks up rows of a `[num_embeddings, embedding_dim]` table kept as GGUF rows `blocks`,
     dequantizing only the rows asked for (float32). A tied output head is a `QuantLinear` over
     the same `blocks` tensor."""
 
     def __init__(self, qtype: QuantType | int, blocks: torch.Tensor, num_embeddings: int, embedding_dim: int) -> None:
-        super().__init__()
-        self.matrix = QuantMatrix(qtype, blocks, num_embeddings, embedding_dim)
+        super().__init__(QuantMatrix(qtype, blocks, num_embeddings, embedding_dim), blocks)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.register_buffer("blocks", blocks, persistent=False)
-
-    @property
-    def qtype(self) -> QuantType:
-        return self.matrix.qtype
-
-    @property
-    def weight_nbytes(self) -> int:
-        return self.matrix.nbytes
-
-    def dequantize(self) -> torch.Tensor:
-        return self.matrix.rows()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if ids.dtype.is_floating_point or ids.dtype == torch.bool:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from .formats import QuantType
 from .matrix import QuantMatrix
+from .weights import QuantWeights
 
 
-class QuantLinear(nn.Module):
+class QuantLinear(QuantWeights):
     """`y = x @ W.T + bias` with W `[out_features, in_features]` kept as the GGUF rows `blocks`
     (uint8 `[out_features, row_bytes]`, used in place: no copy). Accepts float32 or bfloat16
     `[..., in_features]` and answers in the input's dtype (computed in float32).
@@ -25,26 +25,11 @@ class QuantLinear(nn.Module):
 
     def __init__(self, qtype: QuantType | int, blocks: torch.Tensor, out_features: int, in_features: int,
                  bias: torch.Tensor | None = None, activations: str = "float32") -> None:
-        super().__init__()
-        self.matrix = QuantMatrix(qtype, blocks, out_features, in_features, activations)
+        super().__init__(QuantMatrix(qtype, blocks, out_features, in_features, activations), blocks)
         self.in_features, self.out_features = in_features, out_features
-        self.register_buffer("blocks", blocks, persistent=False)
         if bias is not None and tuple(bias.shape) != (out_features,):
             raise ValueError(f"bias must be [{out_features}], got {tuple(bias.shape)}")
         self.register_buffer("bias", None if bias is None else bias.detach().float().contiguous(), persistent=False)
-
-    @property
-    def qtype(self) -> QuantType:
-        return self.matrix.qtype
-
-    @property
-    def weight_nbytes(self) -> int:
-        """The bytes the weights take in memory (the stored blocks)."""
-        return self.matrix.nbytes
-
-    def dequantize(self) -> torch.Tensor:
-        """The float32 weights `[out_features, in_features]`."""
-        return self.matrix.rows()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features or x.dtype not in (torch.float32, torch.bfloat16):
